@@ -1,0 +1,93 @@
+"""``create_app(settings, tokens)``: the FastAPI application, everything passed in (no globals).
+
+Tests build one app per data directory; ``python -m controlplane`` builds one and serves it with uvicorn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from controlplane import api_broker, api_groups, api_participant, api_policies, api_state, errors
+from controlplane.auth import Tokens, required_role
+from controlplane.config import Settings, package_version
+from controlplane.context import Context
+from controlplane.middleware import GuardMiddleware
+from controlplane.state import LiveState
+from controlplane.store import Store
+
+DESCRIPTION = """\
+throttlescope control plane. Admin endpoints follow Apache Pulsar's REST shapes under `/admin/v2`; participants
+(Spark Python workers) use `/v1/report`; the dashboard reads `/v1/state/*`.
+
+Auth: `Authorization: Bearer <token>`. Every mutating call needs the admin token (401 without a token, 403 with a
+non-admin one); `/v1/report` and `/v1/goodbye` take the participant token; reads take either token unless the
+operator opened them. Every change bumps the policy version (`X-Policy-Version` header) and is written to the audit
+log (`X-Throttlescope-Actor` may name the person). Errors are `{"reason": "..."}`.
+
+Limits: a number >= 0, or -1 for unlimited (0 also disables a rate, as in Pulsar). Names: letters, digits and
+`- = : . _`, 1..256 characters. Bodies above 1 MiB get 413; unknown fields 422.
+"""
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            schema.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "admin token (everything) or participant token (report and read)"}}
+            schemas = schema["components"].setdefault("schemas", {})
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(unused, None)
+            schemas["Error"] = {"type": "object", "title": "Error", "required": ["reason"],
+                                "properties": {"reason": {"type": "string",
+                                                          "description": "What is wrong and what is allowed"}}}
+            error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+            for path, ops in schema.get("paths", {}).items():
+                for method, op in ops.items():
+                    need = required_role(method, path)
+                    op["x-required-role"] = need
+                    op["security"] = [] if need == "open" else [{"bearer": []}]
+                    responses = op.setdefault("responses", {})
+                    if need != "open":
+                        responses.setdefault("401", {"description": "No token, or not a valid one"})
+                    if need in ("admin", "participant"):
+                        responses.setdefault("403", {"description": "The token's role may not do this"})
+                    if "requestBody" in op:
+                        responses.setdefault("413", {"description": "Body larger than 1 MiB"})
+                    for code, response in responses.items():
+                        if code.isdigit() and int(code) >= 400:
+                            response["content"] = error
+                            if code == "422":
+                                response["description"] = "Invalid input (path, query or body)"
+            app.openapi_schema = schema
+        return app.openapi_schema
+    return build
+
+
+def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
+               live: LiveState | None = None) -> FastAPI:
+    store = store if store is not None else Store(settings.data_dir)
+    live = live if live is not None else LiveState(settings.report_interval_s)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()
+
+    app = FastAPI(title="throttlescope control plane", version=package_version(), description=DESCRIPTION,
+                  lifespan=lifespan)
+    app.state.ctx = Context(settings=settings, store=store, live=live)
+    errors.install(app)
+    for module in (api_groups, api_policies, api_broker, api_participant, api_state):
+        app.include_router(module.router)
+    app.add_middleware(GuardMiddleware, tokens=tokens, open_reads=settings.open_reads,
+                       max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
+    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    return app

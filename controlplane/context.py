@@ -1,0 +1,67 @@
+"""What every route needs, passed in through ``app.state.ctx`` (no module globals): store, live state, settings."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.responses import JSONResponse
+
+from controlplane import policyset
+from controlplane.config import Settings
+from controlplane.middleware import role_of
+from controlplane.state import LiveState
+from controlplane.store import AuditInfo, Change, Reader, Store
+from metrics.report import PolicySet
+
+VERSION_HEADER = "X-Policy-Version"
+ACTOR_HEADER = "x-throttlescope-actor"
+
+
+@dataclass
+class Context:
+    settings: Settings
+    store: Store
+    live: LiveState
+    started_monotonic: float = field(default_factory=time.monotonic)
+    _cache: PolicySet | None = None
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def policies(self) -> PolicySet:
+        """The current policy document (rebuilt only when the version moved)."""
+        version = self.store.policy_version()
+        with self._cache_lock:
+            if self._cache is not None and self._cache.version == version:
+                return self._cache
+        ps = self.store.read(policyset.build)
+        with self._cache_lock:
+            if self._cache is None or ps.version >= self._cache.version:
+                self._cache = ps
+        return ps
+
+    def change(self, request: Request, kind: str, key: str, value: Any,
+               check: Callable[[Reader, Any], None] | None = None) -> Change:
+        """One audited, versioned change (see Store.change); the actor is the caller's role (+ optional name)."""
+        actor = role_of(request)
+        name = request.headers.get(ACTOR_HEADER, "")
+        name = "".join(c for c in name if c.isprintable())[:64].strip()
+        if name:
+            actor = f"{actor} ({name})"
+        audit = AuditInfo(actor=actor, method=request.method, endpoint=request.url.path)
+        return self.store.change(kind, key, value, audit, check)
+
+
+def get_ctx(request: Request) -> Context:
+    return request.app.state.ctx
+
+
+def done(change: Change, created: bool = False, body: Any = None) -> Response:
+    """204 No Content (201 with the stored value when ``created``), with the new policy version in a header."""
+    headers = {VERSION_HEADER: str(change.version)}
+    if created:
+        return JSONResponse(body, status_code=201, headers=headers)
+    return Response(status_code=204, headers=headers)

@@ -1,0 +1,24 @@
+"""throttlescope's limiter core: pure Python, no I/O, imports nothing else of the project.
+
+The names below are the public API (DESIGN.md §4); each module opens with an essay on how it works and why.
+"""
+
+from .bucket import DEFAULT_RESOLUTION_S, AsyncTokenBucket
+from .clock import Clock, ManualClock, Scheduler, SystemClock, ThreadScheduler, TimerHandle, scheduler_for
+from .counter import ExactCounter
+from .levels import PublishLimits, split_topic
+from .policy import Level, PolicyError, Rate, resolve
+from .producer import Producer, ProducerPaused
+from .publish import BucketSnapshot, LimiterSnapshot, PublishRateLimiter, QueueEntry
+from .throttle import ThrottleReason, ThrottleTracker
+
+__all__ = [
+    "AsyncTokenBucket", "DEFAULT_RESOLUTION_S",
+    "Clock", "ManualClock", "Scheduler", "SystemClock", "ThreadScheduler", "TimerHandle", "scheduler_for",
+    "ExactCounter",
+    "PublishLimits", "split_topic",
+    "Level", "PolicyError", "Rate", "resolve",
+    "Producer", "ProducerPaused",
+    "BucketSnapshot", "LimiterSnapshot", "PublishRateLimiter", "QueueEntry",
+    "ThrottleReason", "ThrottleTracker",
+]

@@ -1,0 +1,281 @@
+"""PublishRateLimiter: one level's msgs and bytes buckets, lazy throttling, a FIFO fairness queue (PIP-322).
+
+How it works and why
+--------------------
+A producer sends first and is charged after (``handle_publish_throttling(producer, msgs, bytes)``): the send
+consumes from the ``msgs`` bucket and the ``bytes`` bucket (either may be absent: unlimited). If either bucket is
+left without tokens the producer is *throttled*: the limiter marks its reason on the producer's
+``ThrottleTracker`` (which pauses it) and appends it to ``_queue``, the FIFO of throttled producers. Nothing
+is refused: the send that crossed the limit went through, and its debt is repaid from later refills.
+
+If no unthrottle task is scheduled, one is, after the longer of the two buckets' ``throttling_duration_s``.
+The task (``_unthrottle``) unthrottles producers from the head of the queue while the buckets, read
+consistently, hold tokens -- spending for each producer an estimate of its next send (the send that got it
+throttled), so a single token does not wake ten producers at once. If producers remain it schedules itself again
+after the time the buckets need to earn back what it just handed out (by that estimate) -- not "now", which
+would wake the whole queue on tokens that the released producers are about to spend. At most one task is
+scheduled at a time.
+
+Fairness: a producer that is unthrottled and sends past the limit again joins the *back* of the queue, so under
+saturation producers take turns in arrival order instead of the first-registered always winning (what Pulsar's
+old limiter did). Every queue operation and the task's scheduling happen under ``_lock``, which the hot path
+never takes: a producer cannot be left throttled with no task to wake it.
+
+Live changes (``update_rate``): bucket rates and capacities change in place (no tokens lost or invented; see
+bucket.py). A limit that is raised or removed unthrottles every queued producer at once; a lowered one
+re-plans the task from the new throttling duration.
+
+Worked example: rate 10 msgs/s, capacity 10, full. A producer sends 12 messages in one call: tokens -2, it is
+throttled and queued, the task is scheduled after (1 - -2) / 10 = 0.3 s (target 1 token). At 0.3 s the bucket
+holds 1 token; the estimate of its next send (12) exceeds that, but the head of the queue is always let go
+when the bucket holds any token (else a send larger than the bucket would wait forever); it sends 12 again ->
+-11, queued, next task after 1.2 s.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .bucket import DEFAULT_RESOLUTION_S, AsyncTokenBucket
+from .clock import NS_PER_S, Clock, Scheduler, SystemClock, TimerHandle, scheduler_for
+from .counter import ExactCounter
+from .policy import Level, Rate
+from .throttle import ThrottleReason, ThrottleTracker
+
+__all__ = ["PublishRateLimiter", "LimiterSnapshot", "BucketSnapshot", "QueueEntry", "REASON_BY_LEVEL"]
+
+REASON_BY_LEVEL = {
+    Level.BROKER: ThrottleReason.BROKER_RATE,
+    Level.RESOURCE_GROUP: ThrottleReason.RESOURCE_GROUP_RATE,
+    Level.TENANT: ThrottleReason.TENANT_RATE,
+    Level.NAMESPACE: ThrottleReason.NAMESPACE_RATE,
+    Level.TOPIC: ThrottleReason.TOPIC_RATE,
+}
+
+
+class Throttleable(Protocol):
+    name: str
+    tracker: ThrottleTracker
+
+
+@dataclass(frozen=True, slots=True)
+class BucketSnapshot:
+    dimension: str  # "msgs" | "bytes"
+    tokens: float
+    rate: float
+    capacity: float
+    period_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    producer: str
+    waiting_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LimiterSnapshot:
+    level: str
+    name: str
+    kind: str
+    rate: Rate
+    buckets: tuple[BucketSnapshot, ...]
+    queue: tuple[QueueEntry, ...]
+    throttled_count: int
+    throttle_time_s: float
+    admitted_msgs: float
+    admitted_bytes: float
+    extra: dict = field(default_factory=dict)
+
+
+class _Dimension:
+    """One of msgs/bytes: a bucket when limited, else just an exact counter of what was admitted."""
+
+    __slots__ = ("name", "bucket", "counter", "admitted_before")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.bucket: AsyncTokenBucket | None = None
+        self.counter = ExactCounter()
+        self.admitted_before = 0.0  # admitted through buckets that were replaced or removed
+
+    def admitted(self) -> float:
+        through_bucket = self.bucket.consumed_total() if self.bucket else 0.0
+        return self.admitted_before + self.counter.value() + through_bucket
+
+
+class PublishRateLimiter:
+    """The publish limiter of one (level, name). See the module essay."""
+
+    def __init__(
+        self,
+        rate: Rate | None = None,
+        *,
+        level: Level = Level.TOPIC,
+        name: str = "",
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        resolution_s: float = DEFAULT_RESOLUTION_S,
+        kind: str = "publish",
+    ):
+        self.level = Level(level)
+        self.name = name
+        self.kind = kind
+        self.reason = REASON_BY_LEVEL.get(self.level, ThrottleReason.TOPIC_RATE)
+        self._clock = clock or SystemClock()
+        self._scheduler = scheduler or scheduler_for(self._clock)
+        self._resolution_s = resolution_s
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[Throttleable, int, float, float]] = deque()
+        self._timer: TimerHandle | None = None
+        self._throttled_count = 0
+        self._throttle_time_ns = 0
+        self._msgs = _Dimension("msgs")
+        self._bytes = _Dimension("bytes")
+        self._rate = Rate.unlimited()
+        self._msgs_bucket: AsyncTokenBucket | None = None
+        self._bytes_bucket: AsyncTokenBucket | None = None
+        self.update_rate(rate or Rate.unlimited())
+
+    # --- the hot path -------------------------------------------------------------------------------------
+
+    def handle_publish_throttling(self, producer: Throttleable, msgs: float = 1, bytes: float = 0) -> bool:
+        """Charge a send that happened; True if it left this level over its limit (the producer is throttled)."""
+        ok = True
+        bucket = self._msgs_bucket
+        if bucket is None:
+            self._msgs.counter.add(msgs)
+        else:
+            ok = bucket.consume_and_check(msgs)
+        bucket = self._bytes_bucket
+        if bucket is None:
+            self._bytes.counter.add(bytes)
+        elif not bucket.consume_and_check(bytes):
+            ok = False
+        if ok:
+            return False
+        self._throttle(producer, msgs, bytes)
+        return True
+
+    # --- throttling and the unthrottle task ---------------------------------------------------------------
+
+    def _throttle(self, producer: Throttleable, msgs: float, bytes: float) -> None:
+        with self._lock:
+            producer.tracker.mark(self.reason)
+            self._queue.append((producer, self._clock.now_ns(), msgs, bytes))
+            self._throttled_count += 1
+            if self._timer is None:
+                self._timer = self._scheduler.call_later(self._throttling_duration_s(), self._unthrottle)
+
+    def _throttling_duration_s(self) -> float:
+        return max((b.throttling_duration_s() for b in self._buckets()), default=0.0)
+
+    def _buckets(self) -> list[AsyncTokenBucket]:
+        return [b for b in (self._msgs_bucket, self._bytes_bucket) if b is not None]
+
+    def _unthrottle(self) -> None:
+        with self._lock:
+            self._timer = None
+            msgs_left = self._msgs_bucket.tokens() if self._msgs_bucket else None
+            bytes_left = self._bytes_bucket.tokens() if self._bytes_bucket else None
+            # Release from the head while the buckets hold tokens, spending each producer's last send as an
+            # estimate of its next one. The head always goes when there are any tokens, however large its send.
+            while self._queue and (msgs_left is None or msgs_left > 0) and (bytes_left is None or bytes_left > 0):
+                _, _, msgs, bytes = self._queue[0]
+                self._release_head()
+                if msgs_left is not None:
+                    msgs_left -= msgs
+                if bytes_left is not None:
+                    bytes_left -= bytes
+            if self._queue:
+                # wait until what was just spent (by estimate) has been earned back, not merely until now
+                delay = max(self._msgs_bucket.refill_time_s(msgs_left) if msgs_left is not None else 0.0,
+                            self._bytes_bucket.refill_time_s(bytes_left) if bytes_left is not None else 0.0)
+                self._timer = self._scheduler.call_later(delay, self._unthrottle)
+
+    def _release_head(self) -> None:
+        producer, since_ns, _, _ = self._queue.popleft()
+        self._throttle_time_ns += max(0, self._clock.now_ns() - since_ns)
+        producer.tracker.unmark(self.reason)
+
+    def _release_all(self) -> None:
+        while self._queue:
+            self._release_head()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # --- live changes -------------------------------------------------------------------------------------
+
+    @property
+    def rate(self) -> Rate:
+        return self._rate
+
+    def update_rate(self, rate: Rate) -> None:
+        """Change the limit live. Raised or removed: every queued producer is unthrottled at once."""
+        with self._lock:
+            old, self._rate = self._rate, rate
+            self._msgs_bucket = self._resize(self._msgs, rate.msgs, rate.period_s)
+            self._bytes_bucket = self._resize(self._bytes, rate.bytes, rate.period_s)
+            if rate.is_raise_of(old):
+                self._release_all()
+            elif self._queue:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = self._scheduler.call_later(self._throttling_duration_s(), self._unthrottle)
+
+    def _resize(self, dim: _Dimension, limit: float, period_s: float) -> AsyncTokenBucket | None:
+        bucket = dim.bucket
+        if limit <= 0:  # unlimited: keep counting, drop the bucket
+            if bucket is not None:
+                dim.admitted_before += bucket.consumed_total()
+            dim.bucket = None
+            return None
+        if bucket is None:
+            dim.bucket = AsyncTokenBucket(rate=limit, capacity=limit, period_s=period_s,
+                                          resolution_s=self._resolution_s, clock=self._clock)
+        elif bucket.period_s != period_s:
+            # a new period: carry the balance (and the debt) over, capped by the new capacity
+            dim.admitted_before += bucket.consumed_total()
+            dim.bucket = AsyncTokenBucket(rate=limit, capacity=limit, initial_tokens=min(bucket.tokens(), limit),
+                                          period_s=period_s, resolution_s=self._resolution_s, clock=self._clock)
+        elif bucket.rate != limit:
+            if limit > bucket.capacity:
+                bucket.capacity = limit
+                bucket.rate = limit
+            else:
+                bucket.rate = limit
+                bucket.capacity = limit
+        return dim.bucket
+
+    def close(self) -> None:
+        """Unthrottle everyone and cancel the task (the limiter is being removed)."""
+        with self._lock:
+            self._release_all()
+
+    # --- inspection ---------------------------------------------------------------------------------------
+
+    def queue_length(self) -> int:
+        return len(self._queue)
+
+    def snapshot(self) -> LimiterSnapshot:
+        with self._lock:
+            now = self._clock.now_ns()
+            queue = tuple(QueueEntry(p.name, (now - since) / NS_PER_S) for p, since, _, _ in self._queue)
+            waiting_ns = sum(max(0, now - since) for _, since, _, _ in self._queue)
+            buckets = tuple(
+                BucketSnapshot(dim.name, dim.bucket.tokens(), dim.bucket.rate, dim.bucket.capacity, dim.bucket.period_s)
+                for dim in (self._msgs, self._bytes) if dim.bucket is not None
+            )
+            return LimiterSnapshot(
+                level=self.level.value, name=self.name, kind=self.kind, rate=self._rate, buckets=buckets,
+                queue=queue, throttled_count=self._throttled_count,
+                throttle_time_s=(self._throttle_time_ns + waiting_ns) / NS_PER_S,
+                admitted_msgs=self._msgs.admitted(), admitted_bytes=self._bytes.admitted(),
+            )
+
+    def __repr__(self) -> str:
+        return f"PublishRateLimiter({self.level.value}:{self.name!r}, {self._rate}, queued={len(self._queue)})"

@@ -1,0 +1,309 @@
+"""Shared quotas (PIP-82 resource groups): how one configured limit is split between the participants using it.
+
+Every participant (a Python worker, or the driver) reports its ``usage`` (what it sent in the last interval) and
+its ``demand`` (what its producers tried to send, throttled attempts included) for each shared limit; all the
+reports form a usage map; ``local_quotas`` turns the map into each participant's local quota, the rate of its
+local bucket. The control plane and the participants call the same function, so they always agree.
+
+Quotas and usages are plain numbers of one dimension (msgs or bytes per period); ``configured <= 0`` means
+unlimited, as in ``policy.Rate``, and every such split answers ``UNLIMITED`` (-1).
+
+Strategy "proportional" (Pulsar-compatible): ``compute_local_quota``
+--------------------------------------------------------------------
+Pulsar's ``ResourceQuotaCalculatorImpl``: ``quota = max(my + (configured - total) * my / total, floor)``, which is
+just ``configured * my / total`` (computed so: Pulsar's form loses digits when total >> configured): every
+participant keeps its current *fraction* of the total. ``all_usages`` holds every participant's usage
+*including mine* (as in Pulsar, where the total includes the local usage).
+PIP-82's example, usages 10/50/30 against 100: quotas 11.11/55.56/33.33. Total usage 0 (start-up) gives every
+participant the whole ``configured`` (n participants may briefly send n times the limit). The ``floor`` is
+Pulsar's 1 (a quota of 0 would mean unlimited), but never above ``configured`` itself.
+Its flaw: a split is a fixed point. Usages 70/30 against 100, both wanting 70: quotas 70/30, so usages stay
+70/30, forever. Whoever was throttled first stays throttled.
+
+Strategy "fair" (the default): ``allocate_fair``, max-min fair share by water-filling on demand
+------------------------------------------------------------------------------------------------
+Everyone first gets ``floor = min(min_share, capacity / n)``, so nobody's quota is ever 0 (the bucket must not
+be starved if it starts sending, and 0 would read as unlimited). Above that, raise a water level ``W`` until
+the capacity is used up: each participant gets ``min(max(demand, floor), W)``. Nobody gets more than it asks
+while another wants more, and everyone who wants more gets the same, the largest, share. The 70/30 case:
+demands 70/70 -> ``W = 50`` -> quotas 50/50 in one interval, whatever the usages were.
+Three participants, capacity 100, demands a=10, b=50, c=80: a fits (3 * 10 <= 100), 90 left for two; b does not
+(2 * 50 > 90), so ``W = 45``: quotas a=10, b=45, c=45 (sum 100).
+Spare capacity (total demand below it) is shared out equally on top of every demand, so a participant whose
+demand rises can use it at once instead of waiting an interval: demands 10/20/30 against 100 -> spare 40 ->
+quotas 23.33/33.33/43.33. Spare exists only when every demand is met, so the rule above still holds, and the
+sum is always the capacity: the quota is never left unused (a PIP-82 goal).
+Demand must really include throttled attempts (a paused producer's wish, e.g. ``usage / (1 - throttled
+fraction)``): reported as plain usage, 70/30 looks satisfied against 100 and fair keeps 70/30 like proportional.
+``local_quotas`` uses ``max(demand, usage)``, since a participant wanted at least what it sent.
+
+Exact sums
+----------
+Float rounding could push a sum a few ulps over the capacity, and the sum of floats depends on the order of
+adding. So every fair quota is rounded *down* to a multiple of ``q = math.ulp(capacity)``: all partial sums of
+such numbers up to the capacity are exact floats, so any sum of the quotas, in any order, is exact. If rounding
+in the level left the exact sum above the capacity, ``W`` (or the spare share) is lowered by the excess, the
+step doubling until it fits. The cost: at most a few ulps of the capacity per participant left unallocated
+(45.0 stays 45.0); monotonicity in the capacity holds up to those ulps.
+
+Report suppression: ``need_to_report``
+--------------------------------------
+A participant reports usage when msgs or bytes moved by more than ``tolerance_pct`` of the last reported value,
+up or down (0 -> anything is a change; 0 -> 0 is not), or when ``rounds_since_report`` (rounds since the last
+report sent) reached ``max_rounds``: everyone reports at least once every ``max_rounds`` intervals (PIP-82's
+mandatory period). Default tolerance 5 % (Pulsar's, not the seed's 10 %): PIP-82 accepts ~10 % overall error,
+and a 10 % dead band alone would use all of it; our 1 s reports are tiny, so tighter costs little. In "fair"
+mode call it for the demand too. Unlike Pulsar, a drop to 0 is reported at once (Pulsar checks only current
+values > 0, so a participant that stops is seen only at the mandatory report).
+
+Staleness: ``UsageMap``
+-----------------------
+Keeps participant -> ``Report(usage, demand, reported_at_s, heard_at_s)``, time passed in explicitly. A report
+sent more than 2 intervals before it arrives (``reported_at_s``) is stale and ignored, as is one older than the
+one held (PIP-82: discard old messages). A participant not heard from (report or ``touch`` for a suppressed
+round) for 2 mandatory periods (``2 * max_rounds * report_interval_s``) is left out of ``allocations`` and
+dropped by ``expire``; ``remove`` is the goodbye. A held report may be up to ``max_rounds`` intervals old (and
+still current: it was suppressed because nothing changed), which is why age alone does not make it stale.
+``reported_at_s`` and ``now_s`` must come from one clock (wall time across hosts; monotonic clocks differ).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from .policy import UNLIMITED, PolicyError
+
+__all__ = [
+    "compute_local_quota", "allocate_fair", "need_to_report", "local_quotas", "Strategy", "UsageMap", "Report",
+    "UNLIMITED", "DEFAULT_STRATEGY", "DEFAULT_MIN_SHARE", "DEFAULT_TOLERANCE_PCT", "DEFAULT_MAX_ROUNDS",
+]
+
+DEFAULT_MIN_SHARE = 1.0
+DEFAULT_TOLERANCE_PCT = 5.0
+DEFAULT_MAX_ROUNDS = 5
+
+
+class Strategy(StrEnum):
+    FAIR = "fair"
+    PROPORTIONAL = "proportional"
+
+    @classmethod
+    def parse(cls, value: Any) -> Strategy:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"strategy must be one of {[s.value for s in cls]}, got {value!r}") from None
+
+
+DEFAULT_STRATEGY = Strategy.FAIR
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value
+
+
+def _amount(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _limit(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise PolicyError(f"{name} must be a finite number (> 0, or <= 0 e.g. -1 for unlimited), got {value!r}")
+    return value
+
+
+def _min_share(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"min_share must be a finite number > 0 (a quota of 0 would mean unlimited), got {value!r}")
+    return value
+
+
+def _proportional(configured: float, my: float, total: float) -> float:
+    if configured <= 0:
+        return UNLIMITED
+    if total == 0:
+        return configured
+    return max(configured * (my / total), min(1.0, configured))  # = Pulsar's expression, without cancellation
+
+
+def compute_local_quota(configured: float, my_usage: float,
+                        all_usages: Mapping[Any, float] | Iterable[float]) -> float:
+    """Pulsar's proportional local quota. ``all_usages``: every participant's usage, mine included (a mapping's
+    values, or any iterable of numbers). Returns ``UNLIMITED`` (-1) when ``configured <= 0``."""
+    _limit("configured", configured)
+    _amount("my_usage", my_usage)
+    values = list(all_usages.values() if isinstance(all_usages, Mapping) else all_usages)
+    for v in values:
+        _amount("every usage in all_usages", v)
+    if my_usage not in values:
+        raise ValueError(f"all_usages must hold every participant's usage, mine ({my_usage!r}) included; "
+                         f"got {values!r}")
+    return _proportional(configured, my_usage, math.fsum(values))
+
+
+def _shave(make, x: float, lowest: float, cap: float) -> list[float]:
+    """Lower ``x`` (not below ``lowest``, where make(lowest) fits) until the values make(x) sum to <= cap."""
+    vals, step = make(x), 0.0
+    while x > lowest and (excess := math.fsum(vals) - cap) > 0:
+        step = max(2 * step, excess, math.ulp(x))
+        x = max(lowest, x - step)
+        vals = make(x)
+    return vals
+
+
+def allocate_fair(capacity: float, demands: Mapping[Hashable, float], min_share: float = DEFAULT_MIN_SHARE) -> dict:
+    """Max-min fair split of ``capacity`` by demand (see the module essay); keys in ``demands``' order.
+
+    Every quota is > 0 and >= ``min(min_share, capacity / n)`` less ``ulp(capacity)``; any sum of them, in any
+    order, is <= capacity (and equal up to a few ulps). ``capacity <= 0`` (unlimited) gives everyone ``UNLIMITED``."""
+    _limit("capacity", capacity)
+    _min_share(min_share)
+    if not isinstance(demands, Mapping):
+        raise TypeError(f"demands must be a mapping participant -> demand, got {type(demands).__name__}")
+    for p, d in demands.items():
+        _amount(f"demand of participant {p!r}", d)
+    if capacity <= 0:
+        return {p: UNLIMITED for p in demands}
+    n = len(demands)
+    if n == 0:
+        return {}
+    q = math.ulp(capacity)
+
+    def grid(values: Iterable[float]) -> list[float]:  # multiples of q: every sum of them is exact
+        return [math.floor(v / q) * q for v in values]
+
+    floor = max(grid([min(min_share, capacity / n)])[0], q)
+    while n * floor > capacity:
+        floor -= q
+    wants = [max(d, floor) for d in demands.values()]
+    if math.fsum(grid(wants)) <= capacity:  # every demand met: share the spare out equally on top
+        vals = _shave(lambda b: grid(w + b for w in wants), (capacity - math.fsum(wants)) / n, 0.0, capacity)
+    else:
+        left, level = capacity, max(wants)
+        for k, w in enumerate(sorted(wants)):
+            if w * (n - k) >= left:
+                level = left / (n - k)
+                break
+            left -= w
+        vals = _shave(lambda lv: grid(min(w, lv) for w in wants), max(level, floor), floor, capacity)
+    return dict(zip(demands, vals, strict=True))
+
+
+def need_to_report(bytes: float, last_bytes: float, msgs: float, last_msgs: float,
+                   tolerance_pct: float = DEFAULT_TOLERANCE_PCT, rounds_since_report: int = 0,
+                   max_rounds: int = DEFAULT_MAX_ROUNDS) -> bool:
+    """True if this round's usage must be reported (changed beyond tolerance, or the mandatory round is due)."""
+    for name, v in (("bytes", bytes), ("last_bytes", last_bytes), ("msgs", msgs), ("last_msgs", last_msgs),
+                    ("tolerance_pct", tolerance_pct)):
+        _amount(name, v)
+    for name, v, low in (("rounds_since_report", rounds_since_report, 0), ("max_rounds", max_rounds, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    if rounds_since_report >= max_rounds:
+        return True
+    return any(abs(cur - last) * 100 > tolerance_pct * last if last else cur != 0
+               for cur, last in ((bytes, last_bytes), (msgs, last_msgs)))
+
+
+def local_quotas(strategy: Strategy | str, configured: float, usages: Mapping[Hashable, float],
+                 demands: Mapping[Hashable, float] | None = None, *, min_share: float = DEFAULT_MIN_SHARE) -> dict:
+    """Every participant's local quota under ``strategy``; ``demands`` defaults to ``usages`` (same keys)."""
+    strategy = Strategy.parse(strategy)
+    _limit("configured", configured)
+    if not isinstance(usages, Mapping) or not (demands is None or isinstance(demands, Mapping)):
+        raise TypeError("usages and demands must be mappings participant -> number")
+    for p, u in usages.items():
+        _amount(f"usage of participant {p!r}", u)
+    if demands is not None and demands.keys() != usages.keys():
+        raise ValueError(f"demands and usages must name the same participants: only in usages "
+                         f"{sorted(map(repr, usages.keys() - demands.keys()))}, only in demands "
+                         f"{sorted(map(repr, demands.keys() - usages.keys()))}")
+    if strategy is Strategy.PROPORTIONAL:
+        total = math.fsum(usages.values())
+        return {p: _proportional(configured, u, total) for p, u in usages.items()}
+    if demands is None:
+        return allocate_fair(configured, usages, min_share)
+    for p, d in demands.items():
+        _amount(f"demand of participant {p!r}", d)
+    return allocate_fair(configured, {p: max(demands[p], u) for p, u in usages.items()}, min_share)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    usage: float
+    demand: float
+    reported_at_s: float  # when the participant sent it
+    heard_at_s: float     # when we last heard from the participant (a report, or a touch)
+
+
+class UsageMap:
+    """participant -> its latest Report, for one shared limit in one dimension. Pure: time is passed in."""
+
+    def __init__(self, report_interval_s: float = 1.0, max_rounds: int = DEFAULT_MAX_ROUNDS):
+        if _number("report_interval_s", report_interval_s) <= 0:
+            raise ValueError(f"report_interval_s must be > 0, got {report_interval_s!r}")
+        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+            raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
+        self.report_interval_s = report_interval_s
+        self.max_rounds = max_rounds
+        self.stale_after_s = 2 * report_interval_s                  # a report this old on arrival is ignored
+        self.expire_after_s = 2 * max_rounds * report_interval_s    # a participant this silent is dropped
+        self._reports: dict[Hashable, Report] = {}
+
+    def update(self, participant: Hashable, usage: float, demand: float | None, now_s: float,
+               reported_at_s: float | None = None) -> bool:
+        """Record a report (``demand`` None = same as usage). False if ignored: stale, or older than the held one."""
+        _amount("usage", usage)
+        demand = usage if demand is None else _amount("demand", demand)
+        sent = _number("now_s", now_s) if reported_at_s is None else _number("reported_at_s", reported_at_s)
+        held = self._reports.get(participant)
+        if now_s - sent > self.stale_after_s or (held is not None and sent < held.reported_at_s):
+            return False
+        self._reports[participant] = Report(usage, demand, sent, now_s)
+        return True
+
+    def touch(self, participant: Hashable, now_s: float) -> bool:
+        """The participant is alive but suppressed its usage: keep its last report. False if unknown."""
+        held = self._reports.get(participant)
+        if held is None:
+            return False
+        self._reports[participant] = Report(held.usage, held.demand, held.reported_at_s, _number("now_s", now_s))
+        return True
+
+    def remove(self, participant: Hashable) -> bool:
+        return self._reports.pop(participant, None) is not None
+
+    def _live(self, now_s: float) -> dict[Hashable, Report]:
+        _number("now_s", now_s)
+        return {p: r for p, r in self._reports.items() if now_s - r.heard_at_s <= self.expire_after_s}
+
+    def expire(self, now_s: float) -> list[Hashable]:
+        """Drop participants not heard from for 2 mandatory report periods; returns them."""
+        live = self._live(now_s)
+        gone = [p for p in self._reports if p not in live]
+        self._reports = live
+        return gone
+
+    def reports(self) -> dict[Hashable, Report]:
+        return dict(self._reports)
+
+    def __len__(self) -> int:
+        return len(self._reports)
+
+    def __contains__(self, participant: object) -> bool:
+        return participant in self._reports
+
+    def allocations(self, configured: float, now_s: float, strategy: Strategy | str = DEFAULT_STRATEGY, *,
+                    min_share: float = DEFAULT_MIN_SHARE) -> dict:
+        """``local_quotas`` over the participants still live at ``now_s`` (expired ones are left out)."""
+        live = self._live(now_s)
+        return local_quotas(strategy, configured, {p: r.usage for p, r in live.items()},
+                            {p: r.demand for p, r in live.items()}, min_share=min_share)

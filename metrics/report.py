@@ -1,0 +1,342 @@
+"""The wire schema between participants and the control plane (one report in, one answer out).
+
+How it works
+------------
+Every report interval each participant (a Spark Python worker or the driver) POSTs one ``Report`` to the control
+plane's ``/v1/report``. The report carries what the control plane relays (PIP-82: usage and demand per *shared
+limit*, i.e. per (level, name, direction)) and what the dashboard shows (bucket snapshots, fairness queues,
+counters, offload stats, mutation quotas). The answer, a ``ReportResponse``, carries the current policy version,
+the full ``PolicySet`` only when the version the participant applied is not the current one, and the usage map of
+every shared limit the participant reported: ``usage[limit_key][participant_id]``. The participant computes its
+local share of each shared quota from that map, as PIP-82 brokers do from the usage topic.
+
+Two directions, two strictness rules:
+
+- what participants send (``Report``, ``Goodbye``) is *strict*: unknown fields are rejected (422, naming the
+  allowed ones), lists and strings are bounded, numbers are finite. A rejected report changes nothing.
+- what the control plane answers (``ReportResponse``, ``PolicySet`` and the Pulsar-shaped policy objects in it)
+  is *lenient* (unknown fields ignored), so an older participant keeps working against a newer control plane.
+  The control plane's admin API validates the same policy objects strictly (it subclasses them).
+
+Policy versions start at 1; a participant that applied nothing yet reports ``applied_policy_version = 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+    model_validator,
+)
+
+from limiter.policy import Level, PolicyError, check_limit
+
+__all__ = [
+    "MAX_NAME", "Direction", "Kind", "StrictModel", "LenientModel", "limit_key", "parse_limit_key",
+    "Participant", "SharedUsage", "DimensionSnapshot", "BucketSnapshot", "QueueEntry", "QueueSnapshot",
+    "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye",
+    "PublishRate", "DispatchRate", "ResourceGroup", "MutationQuota", "MutationQuotaEntry", "LevelPolicies",
+    "TenantPolicies", "PolicySet", "UsageValues", "ReportResponse",
+]
+
+MAX_NAME = 512          # limiter names, participant ids, producer names
+MAX_LIST = 4096         # usage entries, buckets, counters per report
+MAX_QUEUES = 1024
+MAX_QUEUE_ENTRIES = 256  # a queue snapshot carries its head; ``length`` says how long the queue really is
+
+Direction = Literal["publish", "dispatch"]
+Kind = Literal["publish", "dispatch", "offload"]
+LevelName = Literal["broker", "resource_group", "tenant", "namespace", "topic", "subscription"]
+assert set(LevelName.__args__) == {lv.value for lv in Level}  # type: ignore[attr-defined]
+
+
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(check: Callable[[float], str | None], schema: dict[str, Any]) -> Any:
+    """A JSON number (not a string, not a boolean), finite, passing ``check``; ints stay ints."""
+    def validate(v: Any) -> int | float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"must be a number, got {type(v).__name__} {_show(v)}")
+        try:
+            finite = math.isfinite(v) and abs(v) <= 1e300
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"must be a finite number, got {_show(v)}")
+        problem = check(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+    return Annotated[int | float, PlainValidator(validate), WithJsonSchema(schema)]
+
+
+def _limit(v: float) -> str | None:
+    try:
+        check_limit("the limit", v)
+    except PolicyError as e:
+        return str(e).removeprefix("the limit ")
+    return None
+
+
+Number = _number(lambda v: None, {"type": "number"})
+NonNeg = _number(lambda v: None if v >= 0 else f"must be >= 0, got {v!r}", {"type": "number", "minimum": 0})
+Positive = _number(lambda v: None if v > 0 else f"must be > 0, got {v!r}", {"type": "number", "exclusiveMinimum": 0})
+Limit = _number(_limit, {"type": "number", "description": "a number >= 0, or -1 for unlimited"})
+Window = _number(lambda v: None if 0 < v <= 3600 else f"must be > 0 and <= 3600 seconds, got {v!r}",
+                 {"type": "number", "exclusiveMinimum": 0, "maximum": 3600})
+Count = Annotated[StrictInt, Field(ge=0)]
+Label = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+def limit_key(level: str, direction: str, name: str) -> str:
+    """The string key of a shared limit in the usage map: ``"<level>:<direction>:<name>"`` (name may hold ':')."""
+    return f"{level}:{direction}:{name}"
+
+
+def parse_limit_key(key: str) -> tuple[str, str, str]:
+    level, direction, name = key.split(":", 2)
+    return level, direction, name
+
+
+class StrictModel(BaseModel):
+    """Unknown fields are an error that names the allowed ones."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            allowed = [f.alias or n for n, f in cls.model_fields.items()]
+            unknown = sorted(str(k) for k in data if k not in allowed)
+            if unknown:
+                raise ValueError(f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
+        return data
+
+
+class LenientModel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# ---------------------------------------------------------------- participant -> control plane
+
+
+class Participant(StrictModel):
+    participant_id: Label = Field(description="Unique id of this participant, e.g. '<app>/<executor>/<host>/<pid>'")
+    application_id: Label = Field(description="Spark application id")
+    executor_id: Label = Field(description="Spark executor id ('driver' for the driver)")
+    host: Label = Field(description="Host name of the process")
+    pid: Annotated[StrictInt, Field(ge=0)] = Field(description="OS process id")
+
+
+class SharedUsage(StrictModel):
+    level: LevelName = Field(description="Level of the shared limit (resource_group, tenant, namespace, topic, ...)")
+    name: Label = Field(description="Name at that level, as in the policies: resource group name, 'tenant', "
+                                    "'tenant/ns', 'tenant/ns/topic', 'tenant/ns/topic/subscription'")
+    direction: Direction = Field(description="publish (egress) or dispatch (ingest/read)")
+    usage_msgs_per_s: NonNeg = Field(0, description="Messages per second admitted over the last interval")
+    usage_bytes_per_s: NonNeg = Field(0, description="Bytes per second admitted over the last interval")
+    demand_msgs_per_s: NonNeg = Field(0, description="Messages per second wanted (admitted + throttled)")
+    demand_bytes_per_s: NonNeg = Field(0, description="Bytes per second wanted (admitted + throttled)")
+
+
+class DimensionSnapshot(StrictModel):
+    tokens: Number = Field(description="Current balance (may be negative)")
+    rate: Number = Field(description="Tokens added per period (<= 0: unlimited)")
+    capacity: Number = Field(description="Maximum balance")
+    period_s: Positive = Field(1.0, description="Rate period in seconds")
+
+
+class BucketSnapshot(StrictModel):
+    level: LevelName
+    name: Label
+    kind: Kind = Field(description="publish, dispatch or offload")
+    msgs: DimensionSnapshot | None = Field(None, description="Messages bucket (absent when unlimited)")
+    bytes: DimensionSnapshot | None = Field(None, description="Bytes bucket (absent when unlimited)")
+
+
+class QueueEntry(StrictModel):
+    producer: Label = Field(description="Producer name")
+    waiting_s: NonNeg = Field(description="Seconds this producer has been waiting")
+
+
+class QueueSnapshot(StrictModel):
+    level: LevelName
+    name: Label
+    length: Count = Field(0, description="Full queue length (entries may hold only its head)")
+    entries: list[QueueEntry] = Field(default_factory=list, max_length=MAX_QUEUE_ENTRIES,
+                                      description="Waiting producers, head (next to resume) first")
+
+
+class LimiterCounters(StrictModel):
+    level: LevelName
+    name: Label
+    kind: Kind
+    throttled_count: Count = Field(0, description="Times a producer was throttled (counter)")
+    throttle_time_seconds_total: NonNeg = Field(0, description="Producer-seconds spent throttled (counter)")
+    admitted_msgs_total: NonNeg = Field(0, description="Messages admitted (counter)")
+    admitted_bytes_total: NonNeg = Field(0, description="Bytes admitted (counter)")
+
+
+class OffloadStats(StrictModel):
+    limit_bytes_per_s: Limit = Field(-1, description="Configured flow permits (bytes/s, -1 = off)")
+    limited_total: Count = Field(0, description="Reads delayed by the limit (brk_ledgeroffloader_ledger_offload_limited)")
+    read_bytes_total: NonNeg = Field(0, description="Bytes read for offload")
+    offload_time_seconds_total: NonNeg = Field(0, description="Seconds spent offloading")
+    reading_max_bytes: NonNeg = Field(0, description="Largest single read estimate in bytes")
+    errors_total: Count = Field(0, description="Offload errors")
+
+
+class MutationQuotaSnapshot(StrictModel):
+    user: Label
+    client_id: Label
+    tokens: Number = Field(description="KIP-599 bucket balance (may be negative)")
+    rate: NonNeg = Field(0, description="Observed mutation rate per second")
+    throttle_time_s: NonNeg = Field(0, description="Current throttle time (-tokens / quota)")
+
+
+class Report(StrictModel):
+    """One participant report, sent every interval (it is also the heartbeat). Each report is complete: it replaces
+    the previous one, so a shared limit missing from ``usage`` is no longer used by this participant.
+    ``participant_id`` must be unique per process lifetime (``seq`` restarts with the process). Lists are bounded;
+    duplicate keys are rejected."""
+
+    participant: Participant
+    seq: Count = Field(description="Sequence number, increasing per participant; older or repeated ones are ignored")
+    sent_at: Positive = Field(description="Send time, Unix seconds")
+    interval_s: Positive = Field(description="The participant's report interval in seconds")
+    applied_policy_version: Count = Field(0, description="Policy version the participant enforces (0 = none yet)")
+    usage: list[SharedUsage] = Field(default_factory=list, max_length=MAX_LIST)
+    buckets: list[BucketSnapshot] = Field(default_factory=list, max_length=MAX_LIST)
+    queues: list[QueueSnapshot] = Field(default_factory=list, max_length=MAX_QUEUES)
+    counters: list[LimiterCounters] = Field(default_factory=list, max_length=MAX_LIST)
+    dispatch_throttled: dict[LevelName, Count] = Field(
+        default_factory=dict, description="Dispatch throttle events (counter) by the level that throttled")
+    offload: OffloadStats | None = None
+    mutation_quotas: list[MutationQuotaSnapshot] = Field(default_factory=list, max_length=MAX_LIST)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Report:
+        def check(what: str, keys: list[tuple[str, ...]]) -> None:
+            seen: set[tuple[str, ...]] = set()
+            for k in keys:
+                if k in seen:
+                    raise ValueError(f"duplicate {what} entry {'/'.join(k)!r}: each may appear once per report")
+                seen.add(k)
+        check("usage", [(u.level, u.direction, u.name) for u in self.usage])
+        check("buckets", [(b.level, b.kind, b.name) for b in self.buckets])
+        check("queues", [(q.level, q.name) for q in self.queues])
+        check("counters", [(c.level, c.kind, c.name) for c in self.counters])
+        check("mutation_quotas", [(m.user, m.client_id) for m in self.mutation_quotas])
+        return self
+
+
+class Goodbye(StrictModel):
+    participant_id: Label
+
+
+# ---------------------------------------------------------------- policies (Pulsar-shaped)
+
+Period = Annotated[StrictInt, Field(ge=1, le=86400)]
+
+
+class PublishRate(LenientModel):
+    """Pulsar's PublishRate: messages and bytes per ratePeriodInSecond (-1 = unlimited)."""
+
+    publishThrottlingRateInMsg: Limit = Field(-1, description="Messages per period; -1 (or 0) = unlimited")
+    publishThrottlingRateInByte: Limit = Field(-1, description="Bytes per period; -1 (or 0) = unlimited")
+    ratePeriodInSecond: Period = Field(1, description="Period in seconds (1..86400)")
+
+
+class DispatchRate(LenientModel):
+    """Pulsar's DispatchRate: messages and bytes per ratePeriodInSecond (-1 = unlimited)."""
+
+    dispatchThrottlingRateInMsg: Limit = Field(-1, description="Messages per period; -1 (or 0) = unlimited")
+    dispatchThrottlingRateInByte: Limit = Field(-1, description="Bytes per period; -1 (or 0) = unlimited")
+    ratePeriodInSecond: Period = Field(1, description="Period in seconds (1..86400)")
+    relativeToPublishRate: StrictBool = Field(False, description="Rate relative to the publish rate (Pulsar)")
+
+
+class ResourceGroup(LenientModel):
+    """PIP-82 resource group: a quota shared by everything attached to it (per second; -1 = unlimited)."""
+
+    publishRateInMsgs: Limit = Field(-1, description="Messages per second published; -1 = unlimited")
+    publishRateInBytes: Limit = Field(-1, description="Bytes per second published; -1 = unlimited")
+    dispatchRateInMsgs: Limit = Field(-1, description="Messages per second dispatched; -1 = unlimited")
+    dispatchRateInBytes: Limit = Field(-1, description="Bytes per second dispatched; -1 = unlimited")
+
+
+class MutationQuota(LenientModel):
+    """KIP-599 controller mutation quota: burst = quotaPerSecond * samples * windowSeconds."""
+
+    quotaPerSecond: Limit = Field(description="Mutations per second; -1 = unlimited")
+    windowSeconds: Window = Field(1, description="Sample window in seconds (0 < w <= 3600)")
+    samples: Annotated[StrictInt, Field(ge=1, le=1000)] = Field(11, description="Number of samples (1..1000)")
+    strict: StrictBool = Field(True, description="true: reject when the bucket is negative; false: only throttle")
+
+
+class MutationQuotaEntry(MutationQuota):
+    user: str = Field(description="User, or '<default>'")
+    clientId: str = Field(description="Client id, or '<default>'")
+
+
+class LevelPolicies(LenientModel):
+    publishRate: PublishRate | None = None
+    dispatchRate: DispatchRate | None = None
+    subscriptionDispatchRate: DispatchRate | None = None
+
+
+class TenantPolicies(LenientModel):
+    """Throttlescope extension: aggregate limits over everything of a tenant."""
+
+    publishRate: PublishRate | None = None
+    dispatchRate: DispatchRate | None = None
+
+
+class PolicySet(LenientModel):
+    """Every policy at once, as one document a participant applies."""
+
+    version: int = Field(description="Policy version of this document")
+    resourceGroups: dict[str, ResourceGroup] = Field(default_factory=dict)
+    tenantResourceGroups: dict[str, str] = Field(default_factory=dict, description="tenant -> resource group")
+    namespaceResourceGroups: dict[str, str] = Field(default_factory=dict, description="'tenant/ns' -> resource group")
+    tenants: dict[str, TenantPolicies] = Field(default_factory=dict, description="tenant -> aggregate limits")
+    namespaces: dict[str, LevelPolicies] = Field(
+        default_factory=dict, description="'tenant/ns' -> policies (defaults for each topic of the namespace)")
+    topics: dict[str, LevelPolicies] = Field(default_factory=dict, description="'tenant/ns/topic' -> topic policies")
+    brokerSettings: dict[str, bool | int | float] = Field(
+        default_factory=dict, description="Every broker dynamic setting (defaults included)")
+    mutationQuotas: list[MutationQuotaEntry] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- control plane -> participant
+
+
+class UsageValues(LenientModel):
+    usage_msgs_per_s: float = 0
+    usage_bytes_per_s: float = 0
+    demand_msgs_per_s: float = 0
+    demand_bytes_per_s: float = 0
+
+
+class ReportResponse(LenientModel):
+    policyVersion: int = Field(description="Current policy version")
+    policies: PolicySet | None = Field(None, description="Present only when applied_policy_version differs")
+    usage: dict[str, dict[str, UsageValues]] = Field(
+        default_factory=dict,
+        description="limit_key(level, direction, name) -> participant_id -> usage, for each shared limit reported")
+    reportIntervalSeconds: float = Field(description="The interval participants should report at")
+    accepted: bool = Field(True, description="False when the report was ignored (stale or out of sequence)")
+    reason: str | None = Field(None, description="Why the report was ignored")

@@ -1,0 +1,114 @@
+"""Settings, tokens, the route-role rule and the JSON depth scan, without a server."""
+
+from __future__ import annotations
+
+import io
+import stat
+from pathlib import Path
+
+import pytest
+
+from controlplane.auth import Tokens, allows, load_tokens, required_role
+from controlplane.config import ConfigError, Settings, parse_settings
+from controlplane.middleware import json_depth
+
+pytestmark = pytest.mark.unit
+
+
+def test_defaults() -> None:
+    s = parse_settings([], env={})
+    assert (s.host, s.port, s.data_dir, s.report_interval_s, s.open_reads) == (
+        "127.0.0.1", 8000, Path("./data"), 1.0, False)
+
+
+def test_env_then_flags_win() -> None:
+    env = {"THROTTLESCOPE_HOST": "0.0.0.0", "THROTTLESCOPE_PORT": "9000", "THROTTLESCOPE_DATA_DIR": "/tmp/x",
+           "THROTTLESCOPE_REPORT_INTERVAL": "0.5", "THROTTLESCOPE_OPEN_READS": "true"}
+    s = parse_settings([], env=env)
+    assert (s.host, s.port, s.data_dir, s.report_interval_s, s.open_reads) == (
+        "0.0.0.0", 9000, Path("/tmp/x"), 0.5, True)
+    s = parse_settings(["--host", "127.0.0.2", "--port", "9001", "--report-interval", "2"], env=env)
+    assert (s.host, s.port, s.report_interval_s) == ("127.0.0.2", 9001, 2.0)
+    assert s.stale_after_s == 4.0
+
+
+@pytest.mark.parametrize(("argv", "env", "needle"), [
+    (["--port", "0"], {}, "--port must be a port number 1..65535"),
+    (["--port", "70000"], {}, "1..65535"),
+    ([], {"THROTTLESCOPE_PORT": "http"}, "THROTTLESCOPE_PORT must be an integer"),
+    (["--report-interval", "0"], {}, "--report-interval must be a number of seconds 0.05..3600"),
+    ([], {"THROTTLESCOPE_REPORT_INTERVAL": "nan"}, "THROTTLESCOPE_REPORT_INTERVAL"),
+    ([], {"THROTTLESCOPE_OPEN_READS": "maybe"}, "THROTTLESCOPE_OPEN_READS must be one of"),
+    (["--host", "a b"], {}, "--host must be a host name"),
+    (["--log-level", "loud"], {}, "--log-level must be one of"),
+    ([], {"THROTTLESCOPE_DATA_DIR": " "}, "THROTTLESCOPE_DATA_DIR must be a directory"),
+])
+def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_settings(argv, env=env)
+    assert needle in str(e.value)
+
+
+def test_tokens_generated_once_with_mode_0600(tmp_path: Path) -> None:
+    err = io.StringIO()
+    t1 = load_tokens(tmp_path, env={}, err=err)
+    assert t1.admin != t1.participant and len(t1.admin) >= 32
+    for name in ("admin.token", "participant.token"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+    printed = err.getvalue()
+    assert printed.count(t1.admin) == 1 and printed.count(t1.participant) == 1
+    err2 = io.StringIO()
+    t2 = load_tokens(tmp_path, env={}, err=err2)
+    assert (t2.admin, t2.participant) == (t1.admin, t1.participant)
+    assert t1.admin not in err2.getvalue() and t1.participant not in err2.getvalue()
+    assert t1.admin not in repr(t1)
+
+
+def test_loose_token_file_is_tightened(tmp_path: Path) -> None:
+    (tmp_path / "admin.token").write_text("a" * 20 + "\n")
+    (tmp_path / "admin.token").chmod(0o644)
+    tokens = load_tokens(tmp_path, env={"THROTTLESCOPE_TOKEN": "p" * 20}, err=io.StringIO())
+    assert tokens.admin == "a" * 20
+    assert stat.S_IMODE((tmp_path / "admin.token").stat().st_mode) == 0o600
+
+
+def test_env_tokens_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="THROTTLESCOPE_ADMIN_TOKEN must be 16"):
+        load_tokens(tmp_path, env={"THROTTLESCOPE_ADMIN_TOKEN": "short"})
+    with pytest.raises(ConfigError, match="must differ"):
+        load_tokens(tmp_path, env={"THROTTLESCOPE_ADMIN_TOKEN": "x" * 16, "THROTTLESCOPE_TOKEN": "x" * 16})
+    assert not (tmp_path / "admin.token").exists()
+
+
+def test_role_of() -> None:
+    t = Tokens(admin="A" * 16, participant="P" * 16)
+    assert t.role_of("Bearer " + "A" * 16) == "admin"
+    assert t.role_of("bearer " + "P" * 16) == "participant"
+    assert t.role_of("Bearer " + "A" * 15) is None
+    assert t.role_of("Basic " + "A" * 16) is None
+    assert t.role_of("Bearer ünïcode") is None
+    assert t.role_of(None) is None
+
+
+def test_required_role_and_allows() -> None:
+    assert required_role("GET", "/healthz") == "open"
+    assert required_role("GET", "/admin/v2/resourcegroups") == "reader"
+    assert required_role("POST", "/v1/report") == "participant"
+    assert required_role("DELETE", "/v1/report") == "admin"
+    assert required_role("PUT", "/anything/new") == "admin"
+    assert allows("reader", None, open_reads=True) and not allows("reader", None, open_reads=False)
+    assert allows("reader", "participant", False) and not allows("admin", "participant", True)
+    assert allows("participant", "admin", False) and not allows("participant", None, True)
+
+
+def test_json_depth() -> None:
+    assert json_depth(b'{"a": [1, {"b": 2}]}') == 3
+    assert json_depth(b'{"a": "[[[[[[[[[[{{{{{"}') == 1
+    assert json_depth(b'{"a": "\\"[[[["}') == 1
+    assert json_depth(b"[" * 40 + b"]" * 40) == 40
+    assert json_depth(b"") == 0
+
+
+def test_settings_is_frozen() -> None:
+    with pytest.raises(AttributeError):
+        Settings().port = 1  # type: ignore[misc]

@@ -1,0 +1,93 @@
+"""The report schema (metrics/report.py) and the admin request bodies, without a server."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from controlplane.models import DispatchRateBody, MutationQuotaBody, PublishRateBody, ResourceGroupBody
+from metrics.report import MAX_QUEUE_ENTRIES, PolicySet, Report, ReportResponse, limit_key, parse_limit_key
+
+from .conftest import report, usage
+
+pytestmark = pytest.mark.unit
+
+
+def test_valid_report_round_trips() -> None:
+    r = Report.model_validate(report(usage=[usage("rg", 5, 9)], buckets=[
+        {"level": "topic", "name": "t/n/x", "kind": "publish",
+         "msgs": {"tokens": -3.5, "rate": 10, "capacity": 10, "period_s": 1}}],
+        queues=[{"level": "topic", "name": "t/n/x", "length": 2,
+                 "entries": [{"producer": "a", "waiting_s": 0.5}, {"producer": "b", "waiting_s": 0.1}]}],
+        counters=[{"level": "broker", "name": "broker", "kind": "dispatch", "throttled_count": 3}],
+        dispatch_throttled={"subscription": 4}, offload={"limit_bytes_per_s": 1000, "limited_total": 2},
+        mutation_quotas=[{"user": "u", "client_id": "c", "tokens": -1, "rate": 2, "throttle_time_s": 0.5}]))
+    assert r.usage[0].demand_msgs_per_s == 9 and r.buckets[0].msgs is not None and r.buckets[0].msgs.tokens == -3.5
+    assert Report.model_validate_json(r.model_dump_json()) == r
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ({"extra": 1}, "unknown field(s) 'extra'; allowed: participant, seq"),
+    ({"seq": -1}, "seq"),
+    ({"seq": "1"}, "seq"),
+    ({"interval_s": 0}, "interval_s"),
+    ({"usage": [usage("rg", -1)]}, "must be >= 0"),
+    ({"usage": [usage("rg", math.inf)]}, "finite"),
+    ({"usage": [usage("rg", 1), usage("rg", 2)]}, "duplicate usage entry"),
+    ({"usage": [{**usage("rg", 1), "level": "galaxy"}]}, "level"),
+    ({"usage": [{**usage("rg", 1), "direction": "sideways"}]}, "direction"),
+    ({"usage": [usage("x" * 600, 1)]}, "at most 512"),
+    ({"queues": [{"level": "topic", "name": "q",
+                  "entries": [{"producer": "p", "waiting_s": 0}] * (MAX_QUEUE_ENTRIES + 1)}]}, "at most 256"),
+    ({"participant": {"participant_id": "p", "application_id": "a", "executor_id": "1", "host": "h", "pid": 1,
+                      "evil": True}}, "unknown field(s) 'evil'"),
+    ({"participant": {"participant_id": "p\n", "application_id": "a", "executor_id": "1", "host": "h",
+                      "pid": 1}}, "participant_id"),
+    ({"dispatch_throttled": {"nowhere": 1}}, "dispatch_throttled"),
+])
+def test_malformed_reports_are_rejected(change: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ValidationError) as e:
+        Report.model_validate({**report(), **change})
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("value", [-2, -0.5, math.nan, math.inf, "10", True, None, 10**400])
+def test_rates_must_be_finite_non_negative_or_minus_one(value: Any) -> None:
+    for model, field in ((ResourceGroupBody, "publishRateInMsgs"), (PublishRateBody, "publishThrottlingRateInMsg"),
+                         (DispatchRateBody, "dispatchThrottlingRateInByte"), (MutationQuotaBody, "quotaPerSecond")):
+        with pytest.raises(ValidationError):
+            model.model_validate({field: value})
+
+
+def test_rates_accept_zero_positive_and_minus_one() -> None:
+    for v in (-1, 0, 0.5, 10, 1e12):
+        assert ResourceGroupBody(publishRateInMsgs=v).publishRateInMsgs == v
+    assert PublishRateBody().ratePeriodInSecond == 1 and DispatchRateBody().relativeToPublishRate is False
+    with pytest.raises(ValidationError):
+        PublishRateBody(ratePeriodInSecond=0)
+    with pytest.raises(ValidationError):
+        MutationQuotaBody(quotaPerSecond=1, samples=0)
+    with pytest.raises(ValidationError):
+        MutationQuotaBody(quotaPerSecond=1, windowSeconds=0)
+
+
+def test_bodies_reject_unknown_fields_naming_the_allowed() -> None:
+    with pytest.raises(ValidationError, match="allowed: publishRateInMsgs, publishRateInBytes"):
+        ResourceGroupBody.model_validate({"publishRateInMsg": 1})
+
+
+def test_responses_are_lenient_for_older_participants() -> None:
+    doc = {"version": 3, "resourceGroups": {"rg": {"publishRateInMsgs": 5, "futureField": 1}}, "future": {}}
+    ps = PolicySet.model_validate(doc)
+    assert ps.resourceGroups["rg"].publishRateInMsgs == 5
+    resp = ReportResponse.model_validate({"policyVersion": 3, "policies": doc, "reportIntervalSeconds": 1,
+                                          "usage": {}, "later": True})
+    assert resp.policies is not None and resp.policies.version == 3
+
+
+def test_limit_key_round_trip_with_colons() -> None:
+    key = limit_key("topic", "publish", "t/n:x:y")
+    assert key == "topic:publish:t/n:x:y" and parse_limit_key(key) == ("topic", "publish", "t/n:x:y")

@@ -1,0 +1,123 @@
+"""Live state on a fake clock: staleness, sequence, expiry, usage map, history rates, allocations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.state import LiveState
+from metrics.report import PolicySet, Report, ResourceGroup, limit_key
+
+from .conftest import report, usage
+
+pytestmark = pytest.mark.unit
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make(clock: FakeClock, **kw: Any) -> Report:
+    return Report.model_validate(report(sent_at=clock.t, **kw))
+
+
+def test_stale_and_out_of_sequence_reports_are_ignored() -> None:
+    clock = FakeClock()
+    live = LiveState(1.0, clock)
+    assert live.ingest(make(clock, seq=5)) == (True, None)
+    accepted, why = live.ingest(make(clock, seq=5))
+    assert not accepted and "not above" in (why or "")
+    old = Report.model_validate(report(seq=6, sent_at=clock.t - 2.5))
+    accepted, why = live.ingest(old)
+    assert not accepted and "2 report intervals" in (why or "")
+    assert live.participants(1)["participants"][0]["seq"] == 5
+
+
+def test_expiry_after_two_intervals_and_goodbye() -> None:
+    clock = FakeClock()
+    live = LiveState(0.5, clock)
+    live.ingest(make(clock, pid="a"))
+    live.ingest(make(clock, pid="b"))
+    clock.t += 0.9
+    live.ingest(make(clock, pid="b", seq=2))
+    assert [p["participantId"] for p in live.participants(1)["participants"]] == ["a", "b"]
+    clock.t += 0.2   # a: 1.1 s > 2 x 0.5 s
+    view = live.participants(1)
+    assert [p["participantId"] for p in view["participants"]] == ["b"]
+    assert view["departed"][0]["participantId"] == "a" and view["departed"][0]["departedBecause"] == "expired"
+    assert live.goodbye("b") and not live.goodbye("b")
+    assert live.participants(1)["participants"] == []
+
+
+def test_usage_map_covers_the_reported_keys_across_participants() -> None:
+    clock = FakeClock()
+    live = LiveState(1.0, clock)
+    live.ingest(make(clock, pid="a", usage=[usage("rg", 10, 30), usage("other", 1)]))
+    live.ingest(make(clock, pid="b", usage=[usage("rg", 20)]))
+    key = limit_key("resource_group", "publish", "rg")
+    m = live.usage_map([key])
+    assert set(m) == {key} and set(m[key]) == {"a", "b"}
+    assert m[key]["a"].demand_msgs_per_s == 30 and m[key]["b"].usage_msgs_per_s == 20
+    live.ingest(make(clock, pid="a", seq=2, usage=[usage("other", 1)]))  # a stopped using rg
+    assert set(live.usage_map([key])[key]) == {"b"}
+
+
+def test_history_rates_from_counter_deltas_summed_over_participants() -> None:
+    clock = FakeClock(1000.0)
+    live = LiveState(1.0, clock)
+
+    def counters(msgs: float, throttle: float) -> list[dict[str, Any]]:
+        return [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": msgs,
+                 "throttle_time_seconds_total": throttle, "throttled_count": 0}]
+
+    for pid in ("a", "b"):
+        live.ingest(make(clock, pid=pid, counters=counters(100, 0)))
+    clock.t += 1.0
+    live.ingest(make(clock, pid="a", seq=2, counters=counters(150, 0.5)))
+    live.ingest(make(clock, pid="b", seq=2, counters=counters(130, 0.0)))
+    series = live.history(level="topic")["series"]
+    assert len(series) == 1 and series[0]["name"] == "t/n/x"
+    last = series[0]["points"][-1]
+    assert last["admittedMsgsPerSecond"] == pytest.approx(80.0)
+    assert last["throttleSecondsPerSecond"] == pytest.approx(0.5) and last["participants"] == 2
+    assert series[0]["points"][0]["admittedMsgsPerSecond"] is None   # no previous report: no rate yet
+    assert live.history(level="broker")["series"] == []
+
+
+def test_resource_group_allocation_is_fair_by_demand() -> None:
+    clock = FakeClock()
+    live = LiveState(1.0, clock)
+    live.ingest(make(clock, pid="a", usage=[usage("rg", 70, 70)]))
+    live.ingest(make(clock, pid="b", usage=[usage("rg", 30, 70)]))
+    ps = PolicySet(version=7, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=100)},
+                   namespaceResourceGroups={"t/n": "rg"})
+    view = live.resource_groups(ps)["resourceGroups"][0]
+    assert view["namespaces"] == ["t/n"]
+    parts = view["publish"]["participants"]
+    assert parts["a"]["allocation_msgs_per_s"] == pytest.approx(50)
+    assert parts["b"]["allocation_msgs_per_s"] == pytest.approx(50)
+    assert parts["a"]["allocation_bytes_per_s"] == -1     # unlimited dimension
+    assert view["dispatch"]["participants"] == {}
+
+
+def test_history_is_bounded_and_forgets_old_limiters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controlplane import state
+
+    monkeypatch.setattr(state, "MAX_SERIES", 3)
+    clock = FakeClock(5000.0)
+    live = LiveState(1.0, clock)
+
+    def bucket(name: str) -> dict[str, Any]:
+        return {"level": "topic", "name": name, "kind": "publish",
+                "msgs": {"tokens": 1, "rate": 1, "capacity": 1, "period_s": 1}}
+
+    live.ingest(make(clock, pid="a", buckets=[bucket(n) for n in ("x", "y", "z", "w")]))
+    assert {s["name"] for s in live.history()["series"]} == {"x", "y", "z"}        # full: w not tracked
+    clock.t += state.HISTORY_S + 5
+    live.ingest(make(clock, pid="a", seq=2, buckets=[bucket("w")]))
+    assert {s["name"] for s in live.history()["series"]} == {"w"}                  # old ones pruned, w admitted

@@ -1,0 +1,89 @@
+import threading
+
+import pytest
+
+from limiter import ManualClock, SystemClock, ThreadScheduler, scheduler_for
+
+pytestmark = pytest.mark.unit
+
+
+def test_manual_clock_reads_and_advances():
+    clock = ManualClock(start_s=100.0)
+    assert clock.now_ns() == 100_000_000_000
+    clock.advance(1.5)
+    assert clock.now_ns() == 101_500_000_000
+    assert clock.snapshot_ns() == clock.now_ns() == clock.tick_cell[0]
+    assert clock.now_s() == pytest.approx(101.5)
+
+
+def test_manual_clock_refuses_to_go_backwards():
+    clock = ManualClock()
+    with pytest.raises(ValueError, match="backwards"):
+        clock.advance(-1)
+    with pytest.raises(ValueError, match="start_s"):
+        ManualClock(start_s=-1)
+
+
+def test_callbacks_run_in_due_order_each_at_its_own_time():
+    clock = ManualClock()
+    seen = []
+    clock.call_later(0.3, lambda: seen.append(("c", clock.now_s())))
+    clock.call_later(0.1, lambda: seen.append(("a", clock.now_s())))
+    clock.call_later(0.1, lambda: seen.append(("b", clock.now_s())))
+    cancelled = clock.call_later(0.2, lambda: seen.append(("x", clock.now_s())))
+    cancelled.cancel()
+    clock.advance(0.25)
+    assert seen == [("a", 0.1), ("b", 0.1)]
+    assert clock.now_s() == pytest.approx(0.25)
+    clock.advance(1)
+    assert seen[-1] == ("c", 0.3)
+    assert clock.pending_timers() == 0
+
+
+def test_callback_scheduled_by_a_callback_runs_within_the_same_advance():
+    clock = ManualClock()
+    seen = []
+    clock.call_later(0.1, lambda: clock.call_later(0.1, lambda: seen.append(clock.now_s())))
+    clock.advance(1)
+    assert seen == [pytest.approx(0.2)]
+
+
+def test_sleep_on_a_manual_clock_returns_when_the_test_advances():
+    clock = ManualClock()
+    woke = threading.Event()
+    sleeper = threading.Thread(target=lambda: (clock.sleep(2.0), woke.set()))
+    sleeper.start()
+    clock.advance(1.0)
+    assert not woke.wait(0.05)
+    clock.advance(1.0)
+    assert woke.wait(5)
+    sleeper.join(5)
+
+
+def test_system_clock_never_goes_backwards_and_ticks():
+    clock = SystemClock()
+    readings = [clock.now_ns() for _ in range(1000)]
+    assert readings == sorted(readings)
+    assert clock.snapshot_ns() <= clock.now_ns()
+    assert clock.tick_cell[0] > 0
+
+
+def test_thread_scheduler_runs_callbacks_and_survives_a_failing_one():
+    scheduler = ThreadScheduler()
+    done = threading.Event()
+    errors = []
+    original = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_type)
+    try:
+        scheduler.call_later(0, lambda: 1 / 0)
+        scheduler.call_later(0.01, done.set)
+        assert done.wait(5)
+    finally:
+        threading.excepthook = original
+    assert errors == [ZeroDivisionError]
+
+
+def test_scheduler_for_picks_the_manual_clock_itself():
+    clock = ManualClock()
+    assert scheduler_for(clock) is clock
+    assert isinstance(scheduler_for(SystemClock()), ThreadScheduler)

@@ -1,0 +1,158 @@
+import asyncio
+import threading
+
+import pytest
+
+from limiter import Level, ManualClock, Producer, ProducerPaused, PublishRateLimiter, Rate, ThrottleReason
+
+pytestmark = pytest.mark.unit
+
+
+TEN_PER_S = Rate(msgs=10)
+
+
+def make(clock, rate=TEN_PER_S, **options):
+    lim = PublishRateLimiter(rate, level=Level.TOPIC, name="t", clock=clock)
+    return Producer("p", [lim], clock=clock, **options), lim
+
+
+def in_thread(fn):
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("value", fn()))
+    thread.start()
+    return thread, result
+
+
+def test_try_acquire_charges_while_running_and_refuses_while_paused(clock):
+    p, lim = make(clock)
+    assert all(p.try_acquire() for _ in range(10))
+    assert p.paused
+    assert p.try_acquire() is False
+    assert lim.snapshot().admitted_msgs == 10  # the refused call charged nothing
+
+
+def test_acquire_waits_until_the_limiter_resumes_the_producer(clock):
+    p, lim = make(clock)
+    for _ in range(10):
+        p.acquire()
+    thread, result = in_thread(lambda: p.acquire())
+    thread.join(0.05)
+    assert thread.is_alive()  # paused: waits, no busy loop, no real sleep in the test
+    clock.advance(0.1)
+    thread.join(5)
+    assert result["value"] is True
+    assert lim.snapshot().admitted_msgs == 11
+
+
+def test_acquire_timeout_runs_on_the_producers_clock_and_charges_nothing(clock):
+    p, lim = make(clock, rate=Rate(msgs=1))
+    p.acquire(5)  # -4: paused for (1 + 4) / 1 = 5 s
+    thread, result = in_thread(lambda: p.acquire(timeout_s=2.0))
+    thread.join(0.05)
+    assert thread.is_alive()
+    clock.advance(2.0)
+    thread.join(5)
+    assert result["value"] is False
+    assert lim.snapshot().admitted_msgs == 5
+    assert p.acquire(timeout_s=0) is False
+
+
+def test_a_resumed_waiter_cancels_its_timeout_timer(clock):
+    p, _ = make(clock)
+    p.acquire(10)
+    thread, result = in_thread(lambda: p.acquire(timeout_s=60))
+    thread.join(0.05)
+    clock.advance(0.1)
+    thread.join(5)
+    assert result["value"] is True
+    assert clock.pending_timers() <= 1  # at most the limiter's own task, not the waiter's timeout
+
+
+def test_acquire_async_awaits_without_blocking_the_loop(clock):
+    p, _ = make(clock)
+
+    async def scenario():
+        for _ in range(10):
+            assert await p.acquire_async()
+        waiting = asyncio.ensure_future(p.acquire_async())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        clock.advance(0.1)  # the resume callback resolves the future on this loop
+        return await asyncio.wait_for(waiting, 5)
+
+    assert asyncio.run(scenario()) is True
+
+
+def test_acquire_async_timeout(clock):
+    p, _ = make(clock, rate=Rate(msgs=1))
+
+    async def scenario():
+        await p.acquire_async(5)
+        waiting = asyncio.ensure_future(p.acquire_async(timeout_s=1))
+        await asyncio.sleep(0)
+        clock.advance(1)
+        return await asyncio.wait_for(waiting, 5)
+
+    assert asyncio.run(scenario()) is False
+
+
+def test_send_context_counts_pending_requests_with_hysteresis(clock):
+    p, _ = make(clock, rate=Rate.unlimited(), max_pending_requests=2)
+    with p.send(), p.send():
+        assert not p.paused
+        with p.send():
+            assert p.paused and p.tracker.count(ThrottleReason.PENDING_PUBLISH_REQUESTS) == 1
+        assert p.paused  # 2 pending: not yet down to half of 2
+    assert not p.paused and p.pending_requests == 0
+
+
+def test_publish_buffer_memory_reason(clock):
+    p, _ = make(clock, rate=Rate.unlimited(), max_pending_bytes=1000)
+    with p.send(1, 600):
+        with p.send(1, 600):
+            assert p.paused
+            assert p.tracker.count(ThrottleReason.PUBLISH_BUFFER_MEMORY) == 1
+        assert p.paused  # 600 pending: not yet down to half of 1000
+    assert not p.paused and p.pending_bytes == 0
+
+
+def test_send_raises_when_still_paused_after_its_timeout(clock):
+    p, _ = make(clock, rate=Rate(msgs=1))
+    p.acquire(3)
+    with pytest.raises(ProducerPaused, match="still paused"), p.send(timeout_s=0):
+        pass
+
+
+def test_bad_options_are_refused_with_what_is_allowed(clock):
+    with pytest.raises(ValueError, match="max_pending_requests must be a whole number > 0"):
+        make(clock, max_pending_requests=0)
+    with pytest.raises(ValueError, match="max_pending_bytes"):
+        make(clock, max_pending_bytes=1.5)
+    p, _ = make(clock, rate=Rate(msgs=1))
+    p.acquire(3)
+    with pytest.raises(ValueError, match="timeout_s must be >= 0"):
+        p.acquire(timeout_s=-1)
+
+
+def test_many_threads_through_one_limiter_all_finish_and_the_total_is_exact():
+    clock = ManualClock()
+    p, lim = make(clock, rate=Rate(msgs=100))
+    done = []
+
+    def worker():
+        for _ in range(50):
+            p.acquire()
+        done.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for _ in range(10_000):
+        if len(done) == 4:
+            break
+        clock.advance(0.01)
+        threads[0].join(0.001)
+    for t in threads:
+        t.join(10)
+    assert len(done) == 4
+    assert lim.snapshot().admitted_msgs == 200
