@@ -1,0 +1,161 @@
+"""The benchmark harness runs and its rows are well-formed; the README writer touches only its markers.
+
+Timing goals are not asserted here: they belong to ``python -m benchmarks``, not to the test suite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from benchmarks import common
+from benchmarks.__main__ import call_run, discover
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def assert_well_formed(rows: list[dict]) -> None:
+    assert rows
+    for r in rows:
+        assert set(r) == set(common.ROW_KEYS), r
+        assert isinstance(r["value"], float) and math.isfinite(r["value"]), r
+        assert r["unit"] and r["name"] and r["section"], r
+        assert isinstance(r["goal"], str) and isinstance(r["note"], str), r
+        assert r["ok"] in (True, False, None), r
+        assert (r["ok"] is None) == (r["goal"] == ""), r  # a verdict exactly when there is a goal
+
+
+# --- smoke: real measurements, shortened -------------------------------------------------------------------
+
+@pytest.mark.integration
+def test_bucket_runs_in_process() -> None:
+    from benchmarks import bench_bucket
+
+    assert_well_formed(bench_bucket.run(quick=True))
+
+
+@pytest.mark.integration
+def test_runner_quick_only_bucket(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "bucket", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "consume_and_check(1)" in proc.stdout
+    saved = json.loads(out.read_text())
+    assert saved["quick"] is True and saved["modules"] == ["bucket"] and not saved["failed"]
+    assert saved["machine"]["nproc"] and saved["machine"]["python"]
+    assert_well_formed(saved["rows"])
+
+
+def test_discover_finds_every_module() -> None:
+    names = discover()
+    assert {"bucket", "threads", "accuracy", "fairness"} <= set(names)
+    assert names[0] == "bucket" and len(set(names)) == len(names)
+
+
+# --- the runner's adapters -----------------------------------------------------------------------------------
+
+def test_call_run_adapts_to_each_signature() -> None:
+    quick_mod = types.ModuleType("m1")
+    quick_mod.run = lambda quick=False: [{"quick": quick}]
+    report_mod = types.ModuleType("m2")
+    report_mod.run = lambda report=None: [{"report": report}]
+    main_mod = types.ModuleType("m3")
+    main_mod.main = lambda: [{"main": True}]
+    assert call_run(quick_mod, True) == [{"quick": True}]
+    assert call_run(report_mod, True) == [{"report": None}]
+    assert call_run(main_mod, True) == [{"main": True}]
+    with pytest.raises(TypeError):
+        call_run(types.ModuleType("empty"), False)
+
+
+def test_normalise_fills_missing_keys() -> None:
+    r = common.normalise("dispatch", {"name": "x", "value": 1, "unit": "x limit", "goal": "0.95-1.05", "ok": True})
+    assert r == {"section": "dispatch", "name": "x", "value": 1.0, "unit": "x limit", "goal": "0.95-1.05",
+                 "ok": True, "note": ""}
+
+
+def test_failing_module_becomes_a_failed_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import __main__ as runner
+
+    broken = types.ModuleType("benchmarks.bench_broken")
+
+    def run(quick: bool = False) -> list[dict]:
+        raise RuntimeError("boom")
+
+    broken.run = run
+    monkeypatch.setitem(sys.modules, "benchmarks.bench_broken", broken)
+    rows, ok = runner.run_one("broken", quick=True)
+    assert not ok
+    assert len(rows) == 1 and rows[0]["ok"] is False and "boom" in rows[0]["name"]
+
+
+# --- Jain's index --------------------------------------------------------------------------------------------
+
+def test_jain_index() -> None:
+    assert common.jain_index([5, 5, 5, 5]) == 1.0
+    assert common.jain_index([10, 0, 0, 0, 0]) == pytest.approx(1 / 5)
+    assert common.jain_index([1, 2, 3]) == pytest.approx(36 / (3 * 14))
+    assert common.jain_index([0, 0]) == 1.0
+    with pytest.raises(ValueError):
+        common.jain_index([])
+    with pytest.raises(ValueError):
+        common.jain_index([1, -1])
+
+
+# --- the README writer ---------------------------------------------------------------------------------------
+
+def test_readme_writer_replaces_only_between_markers(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    before = "# title\n\ntext\n<!-- bench:start -->\nold table\nmore old\n<!-- bench:end -->\nafter\n"
+    readme.write_text(before)
+    common.write_readme(readme, "| new | table |\n")
+    assert readme.read_text() == "# title\n\ntext\n<!-- bench:start -->\n| new | table |\n<!-- bench:end -->\nafter\n"
+    common.write_readme(readme, "second\n")  # idempotent shape: markers stay, content replaced again
+    assert readme.read_text() == "# title\n\ntext\n<!-- bench:start -->\nsecond\n<!-- bench:end -->\nafter\n"
+
+
+def test_readme_writer_keeps_crlf(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_bytes(b"a\r\n<!-- bench:start -->\r\nold\r\n<!-- bench:end -->\r\nb\r\n")
+    common.write_readme(readme, "x\ny")
+    assert readme.read_bytes() == b"a\r\n<!-- bench:start -->\r\nx\r\ny\r\n<!-- bench:end -->\r\nb\r\n"
+
+
+@pytest.mark.parametrize("text", [
+    "# no markers\n",
+    "<!-- bench:start -->\nonly a start\n",
+    "<!-- bench:end -->\n<!-- bench:start -->\n",
+    "<!-- bench:start -->\n<!-- bench:start -->\n<!-- bench:end -->\n",
+])
+def test_readme_writer_refuses_without_markers(tmp_path: Path, text: str) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(text)
+    with pytest.raises(common.MarkersMissing):
+        common.write_readme(readme, "table\n")
+    assert readme.read_text() == text
+
+
+def test_runner_write_readme_without_markers_exits_nonzero(tmp_path: Path) -> None:
+    from benchmarks import __main__ as runner
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    code = runner.main(["--only", "bucket", "--write-readme", "--readme", str(readme), "--json",
+                        str(tmp_path / "r.json")])
+    assert code == 2
+    assert readme.read_text() == "# no markers\n"
+    assert not (tmp_path / "r.json").exists()  # refused before measuring anything
+
+
+def test_markdown_table_has_caption_and_rows() -> None:
+    rows = [common.row("s", "a | b", 1.5, "x", ">= 1x", True, "n")]
+    md = common.markdown_table(rows, "Measured on 2 CPUs")
+    assert md.splitlines()[0] == "_Measured on 2 CPUs_"
+    assert "| s | a \\| b | 1.5 | x | >= 1x | yes | n |" in md
