@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint java venv clean
+.PHONY: run run-observability test bench lint java venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,14 @@ java:
 
 run: $(STAMP) java
 	$(VENV)/bin/honcho start -f Procfile
+
+# The same processes plus Debian's prometheus scraping the control plane (deploy/prometheus.yml); the dashboard
+# then reads history from it. Needs `prometheus` on PATH (apt-get install prometheus).
+run-observability: $(STAMP) java
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  echo "error: prometheus was not found. On Debian/Ubuntu: sudo apt-get install -y prometheus"; exit 1; }
+	@cat Procfile Procfile.observability > .Procfile.all
+	PROMETHEUS_URL=http://127.0.0.1:$${PROMETHEUS_PORT:-9090} $(VENV)/bin/honcho start -f .Procfile.all
 
 test: $(STAMP)
 	@bash scripts/system-deps.sh

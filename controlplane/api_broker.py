@@ -30,7 +30,7 @@ def setting_names() -> list[str]:
     return list(bs.SETTINGS)
 
 
-@router.get("/brokers/configuration/values", response_model=dict[str, bool | int | float], tags=["brokers"],
+@router.get("/brokers/configuration/values", response_model=dict[str, bool | int | float | str], tags=["brokers"],
             summary="Every broker dynamic setting's current value (defaults included)")
 def setting_values(ctx: Ctx) -> dict[str, Any]:
     return bs.effective(ctx.store.items(BROKER))
@@ -39,6 +39,7 @@ def setting_values(ctx: Ctx) -> dict[str, Any]:
 @router.post("/brokers/configuration/{name}/{value}", status_code=204, tags=["brokers"],
              summary="Set a broker dynamic setting",
              description="Rates: a number >= 0, or -1 (0 and -1 disable the limit). Booleans: true or false. "
+                         "Choices: one of the listed words. "
                          "preciseDispatcherFlowControl and dispatchThrottlingOnBatchMessageEnabled are mutually "
                          "exclusive (409 when enabling one while the other is on). Settings: "
                          + "; ".join(f"{n} ({s.type}, default {json.dumps(s.default)}): {s.doc}"

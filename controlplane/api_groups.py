@@ -22,6 +22,7 @@ def list_groups(ctx: Ctx) -> list[str]:
 
 
 @router.get("/resourcegroups/{group}", summary="Get a resource group", response_model=ResourceGroup,
+            response_model_exclude_none=True,
             responses={404: {"description": "No such resource group"}})
 def get_group(group: GroupName, ctx: Ctx) -> Any:
     value = ctx.store.get(RESOURCE_GROUP, group)
@@ -33,7 +34,7 @@ def get_group(group: GroupName, ctx: Ctx) -> Any:
 @router.put("/resourcegroups/{group}", summary="Create or update a resource group", status_code=204,
             responses={201: {"description": "Created", "model": ResourceGroup}, **CHANGED})
 def put_group(group: GroupName, body: ResourceGroupBody, request: Request, ctx: Ctx) -> Response:
-    value = body.model_dump()
+    value = body.model_dump(exclude_none=True)  # quotaStrategy only when set (null: the broker default)
     change = ctx.change(request, RESOURCE_GROUP, group, value)
     return done(change, created=change.old is None, body=value)
 

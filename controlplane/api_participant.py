@@ -15,13 +15,14 @@ Ctx = Annotated[Context, Depends(get_ctx)]
 @router.post("/report", response_model=ReportResponse, summary="Report usage and state; get policies and usage",
              description="Needs the participant (or admin) token. The answer carries the full policy document only "
                          "when applied_policy_version differs from the current version, and, for every shared limit "
-                         "in the report's usage, every live participant's usage and demand. A stale or "
+                         "in the report's usage or usage_unchanged, every live participant's usage and demand (a "
+                         "participant's unchanged entries keep the values it sent last). A stale or "
                          "out-of-sequence report is answered with accepted=false and stores nothing.",
              responses={422: {"description": "Malformed report; nothing stored"}})
 def report(body: Report, ctx: Ctx) -> ReportResponse:
     accepted, reason = ctx.live.ingest(body)
     policies = ctx.policies()
-    keys = [limit_key(u.level, u.direction, u.name) for u in body.usage]
+    keys = [limit_key(u.level, u.direction, u.name) for u in body.usage] + list(body.usage_unchanged)
     return ReportResponse(
         policyVersion=policies.version,
         policies=policies if body.applied_policy_version != policies.version else None,

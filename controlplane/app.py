@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from controlplane import api_broker, api_groups, api_participant, api_policies, api_state, errors
+from controlplane import api_broker, api_groups, api_metrics, api_participant, api_policies, api_state, errors
 from controlplane.auth import Tokens, required_role
 from controlplane.config import Settings, package_version
 from controlplane.context import Context
@@ -87,6 +87,7 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     errors.install(app)
     for module in (api_groups, api_policies, api_broker, api_participant, api_state):
         app.include_router(module.router)
+    api_metrics.install(app, live, app.state.ctx.policies)  # before the guard: the guard runs first
     app.add_middleware(GuardMiddleware, tokens=tokens, open_reads=settings.open_reads,
                        max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
     app.openapi = _openapi(app)  # type: ignore[method-assign]

@@ -1,7 +1,8 @@
 """The broker dynamic settings (Pulsar's names), their types, defaults and meaning.
 
 "Broker" is one participant process (DESIGN §6): broker-level limits apply to each process on its own. Rate
-settings follow Pulsar: a finite number >= 0, or -1; 0 or -1 disables the limit. Values arrive as path text
+settings follow Pulsar: a finite number >= 0, or -1; 0 or -1 disables the limit. Choice settings take one of
+their listed words. Values arrive as path text
 (``POST /admin/v2/brokers/configuration/{name}/{value}``) and are parsed here per type.
 """
 
@@ -16,9 +17,10 @@ from limiter.policy import PolicyError, check_limit
 
 @dataclass(frozen=True)
 class Setting:
-    type: Literal["rate", "bool"]
-    default: float | bool
+    type: Literal["rate", "bool", "choice"]
+    default: float | bool | str
     doc: str
+    choices: tuple[str, ...] = ()
 
 
 SETTINGS: dict[str, Setting] = {
@@ -42,6 +44,10 @@ SETTINGS: dict[str, Setting] = {
         "bool", True, "throttle dispatch even when every consumer of a subscription has no backlog"),
     "managedLedgerOffloadBrokerFlowPermitsPerSecond": Setting(
         "rate", -1, "offload read flow permits, bytes/s (PIP-211); -1 or 0 = off"),
+    "defaultQuotaStrategy": Setting(
+        "choice", "fair", "how participants split a shared quota (tenant, topic, subscription, and resource groups "
+        "without their own quotaStrategy): fair (max-min by demand) or proportional (Pulsar's, by usage)",
+        ("fair", "proportional")),
 }
 MUTUALLY_EXCLUSIVE = ("preciseDispatcherFlowControl", "dispatchThrottlingOnBatchMessageEnabled")
 
@@ -54,9 +60,14 @@ def unknown_reason(name: str) -> str:
     return f"unknown broker setting {name!r}; the dynamic settings are: {', '.join(SETTINGS)}"
 
 
-def parse_value(name: str, text: str) -> float | bool:
+def parse_value(name: str, text: str) -> float | bool | str:
     """Parse ``text`` for setting ``name`` (which must exist). Raises SettingError saying what is allowed."""
     setting = SETTINGS[name]
+    if setting.type == "choice":
+        low = text.strip().lower()
+        if low not in setting.choices:
+            raise SettingError(f"{name} must be one of {', '.join(map(repr, setting.choices))}, got {text!r}")
+        return low
     if setting.type == "bool":
         low = text.strip().lower()
         if low not in ("true", "false"):
@@ -74,6 +85,6 @@ def parse_value(name: str, text: str) -> float | bool:
         raise SettingError(str(e)) from None
 
 
-def effective(overrides: dict[str, float | bool]) -> dict[str, float | bool]:
+def effective(overrides: dict[str, float | bool | str]) -> dict[str, float | bool | str]:
     """Every setting's current value: the stored override, else the default."""
     return {name: overrides.get(name, s.default) for name, s in SETTINGS.items()}

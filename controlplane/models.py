@@ -6,7 +6,7 @@ The policy objects are Pulsar's (PublishRate, DispatchRate, ResourceGroup field 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +44,11 @@ class DispatchRateBody(DispatchRate, _Strict):
 class ResourceGroupBody(ResourceGroup, _Strict):
     model_config = ConfigDict(extra="forbid", title="ResourceGroup")
 
+    quotaStrategy: Literal["fair", "proportional"] | None = Field(
+        None, description="How participants split this group's quotas: 'fair' (max-min fair share by reported "
+                          "demand) or 'proportional' (Pulsar's: by current usage); omitted or null = the broker "
+                          "setting defaultQuotaStrategy")
+
 
 class MutationQuotaBody(MutationQuota, _Strict):
     model_config = ConfigDict(extra="forbid", title="MutationQuota")
@@ -69,6 +74,7 @@ class Aggregate(BaseModel):
     direction: str = Field(description="publish or dispatch")
     attachedTo: str = Field(description="What brings this limit here, e.g. 'namespace acme/orders'")
     rate: RateView
+    quotaStrategy: str = Field("fair", description="How participants split it: fair or proportional")
 
 
 class EffectiveLimits(BaseModel):

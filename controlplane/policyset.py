@@ -121,17 +121,18 @@ def effective_limits(ps: PolicySet, tenant: str, namespace: str, topic: str,
     rg = ps.resourceGroups.get(group) if group else None
     if rg is not None:
         aggregates.append(Aggregate(level=Level.RESOURCE_GROUP.value, name=group, direction="publish",
-                                    attachedTo=attached_to,
+                                    attachedTo=attached_to, quotaStrategy=ps.quota_strategy(group),
                                     rate=view(Rate(rg.publishRateInMsgs, rg.publishRateInBytes, 1))))
         aggregates.append(Aggregate(level=Level.RESOURCE_GROUP.value, name=group, direction="dispatch",
-                                    attachedTo=attached_to,
+                                    attachedTo=attached_to, quotaStrategy=ps.quota_strategy(group),
                                     rate=view(Rate(rg.dispatchRateInMsgs, rg.dispatchRateInBytes, 1))))
     tenant_policies = ps.tenants.get(tenant)
     for direction, policy in (("publish", "publishRate"), ("dispatch", "dispatchRate")):
         value = getattr(tenant_policies, policy, None) if tenant_policies else None
         if value is not None:
             aggregates.append(Aggregate(level=Level.TENANT.value, name=tenant, direction=direction,
-                                        attachedTo=f"tenant {tenant} aggregate {policy}", rate=view(to_rate(value))))
+                                        attachedTo=f"tenant {tenant} aggregate {policy}", rate=view(to_rate(value)),
+                                        quotaStrategy=ps.quota_strategy()))
     return EffectiveLimits(
         topic=topic_key, subscription=subscription, policyVersion=ps.version,
         publishRate=_resolved("publishRate", tp, np_, _broker_rate(

@@ -3,8 +3,12 @@
 How it works
 ------------
 Nothing here is durable (PIP-82: usage needs no persistent storage). Each accepted report *replaces* the
-participant's previous one: its usage entries are the complete list of shared limits it uses right now (a limit
-missing from a report is no longer used by it). ``usage_map(keys)`` answers, for the shared limits one
+participant's previous one: its usage entries plus its ``usage_unchanged`` keys are the complete list of shared
+limits it uses right now (a limit missing from both is no longer used by it). ``usage_unchanged`` is PIP-82's
+report suppression: the values held from the participant's previous report are kept for those keys; a key with
+nothing held (a restarted control plane) is left out, and the participant, not finding itself in the answer's
+usage map, sends it in full next time. The report itself (the heartbeat) is never suppressed, so expiry after 2
+report intervals holds for every participant, whatever it suppresses. ``usage_map(keys)`` answers, for the shared limits one
 participant reported, every live participant's usage and demand: ``{limit_key: {participant_id: UsageValues}}``.
 
 Staleness, on one wall clock (``sent_at`` comes from the participant's host, so hosts need synchronised clocks):
@@ -17,8 +21,8 @@ report interval). A slot holds, per participant, the rates derived from the coun
 reports (admitted msgs/s and bytes/s, throttle seconds per second, throttles per second) and its tokens; a slot's
 value is the sum over participants, so jitter in report timing does not double or drop a participant's rate.
 
-Allocation of resource-group quotas uses ``limiter.quota.local_quotas``, the same function participants run, so
-the dashboard shows what participants compute.
+Allocation of resource-group quotas uses ``limiter.quota.local_quotas``, the same function participants run,
+with the group's strategy (``PolicySet.quota_strategy``), so the dashboard shows what participants compute.
 """
 
 from __future__ import annotations
@@ -55,11 +59,12 @@ class Slot:
     values: dict[str, tuple[float, ...]] = field(default_factory=dict)  # participant -> rates and tokens
 
 
-def _allocate(configured: float, usage: dict[str, float], demand: dict[str, float]) -> dict[str, float]:
+def _allocate(configured: float, usage: dict[str, float], demand: dict[str, float],
+              strategy: str = DEFAULT_STRATEGY) -> dict[str, float]:
     """Each participant's share of one dimension of a shared quota (-1 = unlimited)."""
     if not usage:
         return {}
-    return local_quotas(DEFAULT_STRATEGY, configured, usage, demand)
+    return local_quotas(strategy, configured, usage, demand)
 
 
 class LiveState:
@@ -72,6 +77,8 @@ class LiveState:
         self._departed: deque[dict[str, Any]] = deque(maxlen=MAX_DEPARTED)
         self._history: dict[tuple[str, str, str], deque[Slot]] = {}
         self._slots = max(1, math.ceil(HISTORY_S / interval_s))
+        # told, under the lock, of reports replaced and participants removed (metrics.collector keeps totals)
+        self.listener: Any = None
 
     # ------------------------------------------------------------ ingestion
 
@@ -88,10 +95,17 @@ class LiveState:
             if peer is not None and report.seq <= peer.report.seq:
                 return False, f"seq {report.seq} is not above the last accepted seq {peer.report.seq}"
             self._record_history(pid, peer.report if peer is not None else None, report, now)
+            if peer is not None and self.listener is not None:
+                self.listener.replaced(peer.report, report)
             usage = {limit_key(u.level, u.direction, u.name): UsageValues(
                 usage_msgs_per_s=u.usage_msgs_per_s, usage_bytes_per_s=u.usage_bytes_per_s,
                 demand_msgs_per_s=u.demand_msgs_per_s, demand_bytes_per_s=u.demand_bytes_per_s)
                 for u in report.usage}
+            if peer is not None:  # suppressed entries keep the values last sent (none held: left out)
+                for key in report.usage_unchanged:
+                    held = peer.usage.get(key)
+                    if held is not None:
+                        usage[key] = held
             if peer is None:
                 self._peers[pid] = Peer(report=report, first_seen=now, last_seen=now, usage=usage)
             else:
@@ -107,6 +121,8 @@ class LiveState:
             return peer is not None
 
     def _depart(self, pid: str, peer: Peer, why: str, now: float) -> None:
+        if self.listener is not None:
+            self.listener.departed(peer.report, why)
         self._departed.append({**self._describe(pid, peer, now, None), "alive": False, "departedBecause": why,
                                "departedAt": now})
 
@@ -192,6 +208,12 @@ class LiveState:
         self._expire(self._clock())
         return sorted(self._peers.items())
 
+    def read_live(self, fn: Callable[[list[tuple[Report, dict[str, UsageValues]]]], Any]) -> Any:
+        """``fn([(latest report, usage held by limit key)] of every live participant)``, called under the lock
+        the listener runs under (metrics.collector reads live reports and its retired totals at one instant)."""
+        with self._lock:
+            return fn([(peer.report, peer.usage) for _, peer in self._live_reports()])
+
     def buckets(self) -> dict[str, Any]:
         with self._lock:
             rows, totals = [], {}
@@ -226,23 +248,24 @@ class LiveState:
             self._expire(self._clock())
         groups = []
         for name, rg in sorted(ps.resourceGroups.items()):
+            strategy = ps.quota_strategy(name)
             entry: dict[str, Any] = {
-                "name": name, "configured": rg.model_dump(),
+                "name": name, "configured": rg.model_dump(exclude_none=True), "strategy": strategy,
                 "namespaces": sorted(k for k, v in ps.namespaceResourceGroups.items() if v == name),
                 "tenants": sorted(k for k, v in ps.tenantResourceGroups.items() if v == name)}
             for direction, msgs_cap, bytes_cap in (("publish", rg.publishRateInMsgs, rg.publishRateInBytes),
                                                    ("dispatch", rg.dispatchRateInMsgs, rg.dispatchRateInBytes)):
                 users = self.usage_map([limit_key("resource_group", direction, name)]).popitem()[1]
                 alloc_m = _allocate(msgs_cap, {p: u.usage_msgs_per_s for p, u in users.items()},
-                                    {p: u.demand_msgs_per_s for p, u in users.items()})
+                                    {p: u.demand_msgs_per_s for p, u in users.items()}, strategy)
                 alloc_b = _allocate(bytes_cap, {p: u.usage_bytes_per_s for p, u in users.items()},
-                                    {p: u.demand_bytes_per_s for p, u in users.items()})
+                                    {p: u.demand_bytes_per_s for p, u in users.items()}, strategy)
                 entry[direction] = {
                     "quotaMsgsPerSecond": msgs_cap, "quotaBytesPerSecond": bytes_cap,
                     "participants": {p: {**u.model_dump(), "allocation_msgs_per_s": alloc_m[p],
                                          "allocation_bytes_per_s": alloc_b[p]} for p, u in sorted(users.items())}}
             groups.append(entry)
-        return {"policyVersion": ps.version, "strategy": str(DEFAULT_STRATEGY), "resourceGroups": groups}
+        return {"policyVersion": ps.version, "strategy": ps.quota_strategy(), "resourceGroups": groups}
 
     def history(self, level: str | None = None, name: str | None = None, seconds: float = HISTORY_S) -> dict[str, Any]:
         now = self._clock()

@@ -22,12 +22,19 @@ Which limit a level enforces:
 
 Attaching or detaching a resource group rebinds the producers it concerns; a throttle already in progress runs
 out normally (the old limiter still unthrottles its queue).
+
+``initial_rate`` (optional): ``fn(level, name) -> Rate | None`` gives a limiter its rate when it is created, so
+a limiter made between two control-plane answers starts at the last known local share instead of unlimited
+(None: the default above). It is called under the registry's lock: it must be quick and must not call back
+into this object. ``producer_counts()`` tells, per (level, name), how many live producers are bound to it (the
+participant runtime turns a limiter's throttle time into the fraction of time its producers were paused).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 
 from .clock import Clock, Scheduler, SystemClock, scheduler_for
 from .policy import Level, PolicyError, Rate, resolve
@@ -51,8 +58,10 @@ def split_topic(topic: str) -> tuple[str, str, str]:
 class PublishLimits:
     """Every publish limiter of one process, by level and name. See the module essay."""
 
-    def __init__(self, clock: Clock | None = None, scheduler: Scheduler | None = None, resolution_s: float | None = None):
+    def __init__(self, clock: Clock | None = None, scheduler: Scheduler | None = None, resolution_s: float | None = None,
+                 initial_rate: Callable[[Level, str], Rate | None] | None = None):
         self._clock = clock or SystemClock()
+        self.initial_rate = initial_rate
         self._scheduler = scheduler or scheduler_for(self._clock)
         self._resolution_kw = {} if resolution_s is None else {"resolution_s": resolution_s}
         self._lock = threading.RLock()
@@ -74,7 +83,10 @@ class PublishLimits:
         with self._lock:
             limiter = self._limiters.get(key)
             if limiter is None:
-                rate = self._topic_rate(name)[0] if level is Level.TOPIC else Rate.unlimited()
+                hook = self.initial_rate
+                rate = hook(level, name) if hook is not None else None
+                if rate is None:
+                    rate = self._topic_rate(name)[0] if level is Level.TOPIC else Rate.unlimited()
                 limiter = PublishRateLimiter(rate, level=level, name=name, clock=self._clock,
                                              scheduler=self._scheduler, **self._resolution_kw)
                 self._limiters[key] = limiter
@@ -165,6 +177,17 @@ class PublishLimits:
     def limiters(self) -> list[PublishRateLimiter]:
         with self._lock:
             return list(self._limiters.values())
+
+    def producer_counts(self) -> dict[tuple[Level, str], int]:
+        """(level, name) -> number of live producers bound to that limiter."""
+        counts: dict[tuple[Level, str], int] = {}
+        with self._lock:
+            producers = list(self._producers)
+        for producer in producers:
+            for limiter in producer.limiters:
+                key = (limiter.level, limiter.name)
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def snapshots(self) -> list[LimiterSnapshot]:
         return [limiter.snapshot() for limiter in self.limiters()]

@@ -23,7 +23,11 @@ never takes: a producer cannot be left throttled with no task to wake it.
 
 Live changes (``update_rate``): bucket rates and capacities change in place (no tokens lost or invented; see
 bucket.py). A limit that is raised or removed unthrottles every queued producer at once; a lowered one
-re-plans the task from the new throttling duration.
+re-plans the task from the new throttling duration. A bucket holds one period of its limit (capacity = limit)
+unless ``update_rate(rate, burst_s=...)`` says how many seconds of the rate it may hold: the participant
+runtime keeps a local share of a shared quota to one report interval's worth, since bursts faster than the
+interval cannot be corrected by the shares and N participants' bursts add up (at least 1 token, never more
+than one period).
 
 Worked example: rate 10 msgs/s, capacity 10, full. A producer sends 12 messages in one call: tokens -2, it is
 throttled and queued, the task is scheduled after (1 - -2) / 10 = 0.3 s (target 1 token). At 0.3 s the bucket
@@ -34,6 +38,7 @@ when the bucket holds any token (else a send larger than the bucket would wait f
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -136,6 +141,7 @@ class PublishRateLimiter:
         self._msgs = _Dimension("msgs")
         self._bytes = _Dimension("bytes")
         self._rate = Rate.unlimited()
+        self._burst_s: float | None = None
         self._msgs_bucket: AsyncTokenBucket | None = None
         self._bytes_bucket: AsyncTokenBucket | None = None
         self.update_rate(rate or Rate.unlimited())
@@ -214,10 +220,18 @@ class PublishRateLimiter:
     def rate(self) -> Rate:
         return self._rate
 
-    def update_rate(self, rate: Rate) -> None:
-        """Change the limit live. Raised or removed: every queued producer is unthrottled at once."""
+    @property
+    def burst_s(self) -> float | None:
+        return self._burst_s
+
+    def update_rate(self, rate: Rate, burst_s: float | None = None) -> None:
+        """Change the limit live. Raised or removed: every queued producer is unthrottled at once.
+        ``burst_s``: the buckets hold that many seconds of the rate (None: one period, capacity = limit)."""
+        if burst_s is not None and not (isinstance(burst_s, int | float) and math.isfinite(burst_s) and burst_s > 0):
+            raise ValueError(f"burst_s must be a finite number of seconds > 0, or None (one period); got {burst_s!r}")
         with self._lock:
             old, self._rate = self._rate, rate
+            self._burst_s = burst_s
             self._msgs_bucket = self._resize(self._msgs, rate.msgs, rate.period_s)
             self._bytes_bucket = self._resize(self._bytes, rate.bytes, rate.period_s)
             if rate.is_raise_of(old):
@@ -234,21 +248,24 @@ class PublishRateLimiter:
                 dim.admitted_before += bucket.consumed_total()
             dim.bucket = None
             return None
+        capacity = limit
+        if self._burst_s is not None and self._burst_s < period_s:
+            capacity = max(limit * self._burst_s / period_s, min(limit, 1.0))
         if bucket is None:
-            dim.bucket = AsyncTokenBucket(rate=limit, capacity=limit, period_s=period_s,
+            dim.bucket = AsyncTokenBucket(rate=limit, capacity=capacity, period_s=period_s,
                                           resolution_s=self._resolution_s, clock=self._clock)
         elif bucket.period_s != period_s:
             # a new period: carry the balance (and the debt) over, capped by the new capacity
             dim.admitted_before += bucket.consumed_total()
-            dim.bucket = AsyncTokenBucket(rate=limit, capacity=limit, initial_tokens=min(bucket.tokens(), limit),
+            dim.bucket = AsyncTokenBucket(rate=limit, capacity=capacity, initial_tokens=min(bucket.tokens(), capacity),
                                           period_s=period_s, resolution_s=self._resolution_s, clock=self._clock)
-        elif bucket.rate != limit:
-            if limit > bucket.capacity:
-                bucket.capacity = limit
+        elif bucket.rate != limit or bucket.capacity != capacity:
+            if capacity > bucket.capacity:
+                bucket.capacity = capacity
                 bucket.rate = limit
             else:
                 bucket.rate = limit
-                bucket.capacity = limit
+                bucket.capacity = capacity
         return dim.bucket
 
     def close(self) -> None:

@@ -45,7 +45,8 @@ __all__ = [
     "Participant", "SharedUsage", "DimensionSnapshot", "BucketSnapshot", "QueueEntry", "QueueSnapshot",
     "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye",
     "PublishRate", "DispatchRate", "ResourceGroup", "MutationQuota", "MutationQuotaEntry", "LevelPolicies",
-    "TenantPolicies", "PolicySet", "UsageValues", "ReportResponse",
+    "TenantPolicies", "PolicySet", "UsageValues", "ReportResponse", "LimitKey", "QuotaStrategyName",
+    "QUOTA_STRATEGIES",
 ]
 
 MAX_NAME = 512          # limiter names, participant ids, producer names
@@ -98,6 +99,12 @@ Window = _number(lambda v: None if 0 < v <= 3600 else f"must be > 0 and <= 3600 
                  {"type": "number", "exclusiveMinimum": 0, "maximum": 3600})
 Count = Annotated[StrictInt, Field(ge=0)]
 Label = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00-\x1f\x7f]+$")]
+LimitKey = Annotated[str, Field(
+    min_length=1, max_length=MAX_NAME + 40,
+    pattern=r"^(broker|resource_group|tenant|namespace|topic|subscription):(publish|dispatch):[^\x00-\x1f\x7f]+$",
+    description="limit_key(level, direction, name)")]
+QuotaStrategyName = Literal["fair", "proportional"]
+QUOTA_STRATEGIES: tuple[str, ...] = QuotaStrategyName.__args__  # type: ignore[attr-defined]
 
 
 def limit_key(level: str, direction: str, name: str) -> str:
@@ -197,6 +204,8 @@ class OffloadStats(StrictModel):
     offload_time_seconds_total: NonNeg = Field(0, description="Seconds spent offloading")
     reading_max_bytes: NonNeg = Field(0, description="Largest single read estimate in bytes")
     errors_total: Count = Field(0, description="Offload errors")
+    rate_bytes_per_s: NonNeg = Field(0, description="Bytes read per second over the last complete window "
+                                                    "(brk_ledgeroffloader_offload_rate)")
 
 
 class MutationQuotaSnapshot(StrictModel):
@@ -209,7 +218,9 @@ class MutationQuotaSnapshot(StrictModel):
 
 class Report(StrictModel):
     """One participant report, sent every interval (it is also the heartbeat). Each report is complete: it replaces
-    the previous one, so a shared limit missing from ``usage`` is no longer used by this participant.
+    the previous one, so a shared limit missing from both ``usage`` and ``usage_unchanged`` is no longer used by
+    this participant (``usage_unchanged`` is PIP-82's report suppression: the heartbeat is never suppressed, only
+    the usage values that did not move).
     ``participant_id`` must be unique per process lifetime (``seq`` restarts with the process). Lists are bounded;
     duplicate keys are rejected."""
 
@@ -226,6 +237,13 @@ class Report(StrictModel):
         default_factory=dict, description="Dispatch throttle events (counter) by the level that throttled")
     offload: OffloadStats | None = None
     mutation_quotas: list[MutationQuotaSnapshot] = Field(default_factory=list, max_length=MAX_LIST)
+    usage_unchanged: list[LimitKey] = Field(
+        default_factory=list, max_length=MAX_LIST,
+        description="PIP-82 report suppression: limit keys ('<level>:<direction>:<name>') this participant still "
+                    "uses but whose usage and demand moved less than its tolerance since it last sent them; the "
+                    "control plane keeps the values it holds for them. A key the control plane holds nothing for "
+                    "(e.g. after its restart) is simply absent from the answer's usage map, and the participant "
+                    "then sends it in full")
 
     @model_validator(mode="after")
     def _unique(self) -> Report:
@@ -240,6 +258,12 @@ class Report(StrictModel):
         check("queues", [(q.level, q.name) for q in self.queues])
         check("counters", [(c.level, c.kind, c.name) for c in self.counters])
         check("mutation_quotas", [(m.user, m.client_id) for m in self.mutation_quotas])
+        check("usage_unchanged", [(k,) for k in self.usage_unchanged])
+        sent = {limit_key(u.level, u.direction, u.name) for u in self.usage}
+        both = sorted(sent.intersection(self.usage_unchanged))
+        if both:
+            raise ValueError(f"limit key(s) {', '.join(map(repr, both))} appear both in usage and in "
+                             "usage_unchanged: send each either in full or as unchanged")
         return self
 
 
@@ -276,6 +300,10 @@ class ResourceGroup(LenientModel):
     publishRateInBytes: Limit = Field(-1, description="Bytes per second published; -1 = unlimited")
     dispatchRateInMsgs: Limit = Field(-1, description="Messages per second dispatched; -1 = unlimited")
     dispatchRateInBytes: Limit = Field(-1, description="Bytes per second dispatched; -1 = unlimited")
+    quotaStrategy: str | None = Field(
+        None, description="How participants split this group's quotas: 'fair' (max-min fair share by reported "
+                          "demand) or 'proportional' (Pulsar's: by current usage); null = the broker setting "
+                          "defaultQuotaStrategy")
 
 
 class MutationQuota(LenientModel):
@@ -316,9 +344,18 @@ class PolicySet(LenientModel):
     namespaces: dict[str, LevelPolicies] = Field(
         default_factory=dict, description="'tenant/ns' -> policies (defaults for each topic of the namespace)")
     topics: dict[str, LevelPolicies] = Field(default_factory=dict, description="'tenant/ns/topic' -> topic policies")
-    brokerSettings: dict[str, bool | int | float] = Field(
+    brokerSettings: dict[str, bool | int | float | str] = Field(
         default_factory=dict, description="Every broker dynamic setting (defaults included)")
     mutationQuotas: list[MutationQuotaEntry] = Field(default_factory=list)
+
+    def quota_strategy(self, group: str | None = None) -> str:
+        """How a shared quota is split: resource group ``group``'s own ``quotaStrategy`` if set, else the broker
+        setting ``defaultQuotaStrategy``, else 'fair'. An unknown word (a newer control plane) reads as 'fair'."""
+        rg = self.resourceGroups.get(group) if group is not None else None
+        for choice in (rg.quotaStrategy if rg is not None else None, self.brokerSettings.get("defaultQuotaStrategy")):
+            if choice is not None:
+                return choice if choice in QUOTA_STRATEGIES else "fair"
+        return "fair"
 
 
 # ---------------------------------------------------------------- control plane -> participant

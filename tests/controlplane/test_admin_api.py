@@ -138,7 +138,7 @@ def test_effective_limits_precedence(admin: httpx.Client) -> None:
 
 def test_broker_settings(admin: httpx.Client) -> None:
     names = admin.get(f"{V2}/brokers/configuration").json()
-    assert "managedLedgerOffloadBrokerFlowPermitsPerSecond" in names and len(names) == 14
+    assert "managedLedgerOffloadBrokerFlowPermitsPerSecond" in names and len(names) == 15
     values = admin.get(f"{V2}/brokers/configuration/values").json()
     assert values["dispatchThrottlingOnNonBacklogConsumerEnabled"] is True and set(values) == set(names)
     assert admin.post(f"{V2}/brokers/configuration/dispatchThrottlingRateInMsg/250").status_code == 204

@@ -1,0 +1,120 @@
+"""HTTP to the control plane (httpx), and the backoff between failed attempts.
+
+``ControlPlaneClient.report(report)`` POSTs one ``metrics.report.Report`` to ``/v1/report`` and returns the
+parsed ``ReportResponse``. Every failure becomes a ``ControlPlaneError`` whose message says what happened, so the
+reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that is not the
+schema) or ``Rejected`` (401/403/4xx: a wrong token or an incompatible report -- retrying will not fix it until
+someone does, but the reporter keeps retrying at the backoff cap, so fixing the control plane's side suffices).
+Timeouts are short (about 2 report intervals, 0.5..5 s): the reporter thread must not hang, the hot path never
+waits on it anyway.
+
+``Backoff``: exponential from the report interval, capped, with jitter -- attempt k waits
+``min(cap, base * 2**(k-1)) * uniform(0.5, 1)``, so participants that lost the control plane together do not
+come back in lockstep.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import httpx
+from pydantic import ValidationError
+
+from metrics.report import Goodbye, Report, ReportResponse
+
+__all__ = ["ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff", "request_timeout_s"]
+
+
+class ControlPlaneError(Exception):
+    """A report could not be delivered, or its answer not used."""
+
+
+class Unreachable(ControlPlaneError):
+    """No usable answer: connection refused or reset, timeout, 5xx, or a malformed answer."""
+
+
+class Rejected(ControlPlaneError):
+    """The control plane refused the report (401/403: the token; 413/422: the report)."""
+
+    def __init__(self, status: int, reason: str):
+        self.status = status
+        super().__init__(f"HTTP {status}: {reason}")
+
+
+def request_timeout_s(interval_s: float) -> float:
+    return min(5.0, max(0.5, 2 * interval_s))
+
+
+def _reason(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+        if isinstance(body, dict) and isinstance(body.get("reason"), str):
+            return body["reason"][:500]
+    except ValueError:
+        pass
+    return resp.text[:200] or resp.reason_phrase
+
+
+class ControlPlaneClient:
+    def __init__(self, url: str, token: str | None = None, timeout_s: float = 2.0,
+                 transport: httpx.BaseTransport | None = None):
+        headers = {"User-Agent": "throttlescope-participant"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.url = url
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout_s, transport=transport)
+
+    @property
+    def timeout_s(self) -> float:
+        return self._http.timeout.read or 0.0
+
+    @timeout_s.setter
+    def timeout_s(self, value: float) -> None:
+        self._http.timeout = httpx.Timeout(value)
+
+    def report(self, report: Report) -> ReportResponse:
+        try:
+            resp = self._http.post("/v1/report", content=report.model_dump_json(exclude_none=True),
+                                   headers={"Content-Type": "application/json"})
+        except httpx.HTTPError as e:
+            raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
+        if resp.status_code >= 500:
+            raise Unreachable(f"HTTP {resp.status_code}: {_reason(resp)}")
+        if resp.status_code != 200:
+            raise Rejected(resp.status_code, _reason(resp))
+        try:
+            return ReportResponse.model_validate_json(resp.content)
+        except ValidationError as e:
+            raise Unreachable(f"the answer is not a ReportResponse: {e.error_count()} error(s), first: "
+                              f"{e.errors()[0]['msg']}") from None
+
+    def goodbye(self, participant_id: str, timeout_s: float = 0.5) -> bool:
+        """Leave at once; True if the control plane removed us. Never raises."""
+        try:
+            resp = self._http.post("/v1/goodbye", content=Goodbye(participant_id=participant_id).model_dump_json(),
+                                   headers={"Content-Type": "application/json"}, timeout=timeout_s)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            return False
+        return resp.status_code == 204
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class Backoff:
+    """Exponential backoff with jitter: attempt k waits ``min(cap, base * 2**(k-1)) * uniform(0.5, 1)``."""
+
+    def __init__(self, base_s: float, cap_s: float, rng: Callable[[], float] = random.random):
+        if not (0 < base_s <= cap_s):
+            raise ValueError(f"backoff needs 0 < base_s <= cap_s, got base_s={base_s!r}, cap_s={cap_s!r}")
+        self.base_s, self.cap_s, self._rng = base_s, cap_s, rng
+        self.failures = 0
+
+    def next_delay_s(self) -> float:
+        self.failures += 1
+        ceiling = min(self.cap_s, self.base_s * 2 ** min(self.failures - 1, 60))
+        return ceiling * (0.5 + 0.5 * self._rng())
+
+    def reset(self) -> None:
+        self.failures = 0

@@ -1,0 +1,233 @@
+"""The participant runtime: one per process, created lazily on first use, holding every limiter of the process.
+
+How it works and why
+--------------------
+``participant()`` returns this process's ``Participant``, creating it on the first call. PySpark reuses its
+Python workers across tasks, so the participant -- its limiters, their balances and queues, its reporter -- lives
+across tasks too: a task asks for ``participant().producer("acme/web/clicks")`` and gets a producer wired to the
+same limiters the previous task used. The accessor is fork-safe: it remembers the pid it created the participant
+in, and a forked child (PySpark forks workers from its daemon) gets a fresh participant with a new identity, its
+own timer thread and its own reporter (threads do not survive ``fork``). An at-fork hook also forgets the parent's
+instance and replaces the accessor's lock, which another thread may have held at the moment of the fork.
+
+A participant holds, per process (DESIGN §6: a "broker"):
+
+- ``limits`` -- ``limiter.PublishLimits``: publish limiters by level and name; ``producer(topic)`` wires a producer
+  to broker -> resource group -> tenant -> namespace -> topic;
+- ``dispatch`` -- ``collectors.dispatching.DispatchLimits``: dispatch limiters; ``dispatcher(topic, sub)``;
+- ``mutation_quotas`` -- ``limiter.mutation.MutationQuotaRegistry`` (KIP-599, per (user, client-id));
+- ``offload`` -- ``limiter.offload.OffloadThrottle`` (PIP-211, broker-wide bytes/s);
+
+and, when ``THROTTLESCOPE_URL`` is set, a ``Reporter`` daemon thread that reports every interval and applies
+the answer through an ``Applier`` (policies -> limits, usage map -> local shares; see apply.py and reporter.py).
+Without a URL there is no thread and no network: the limiters enforce whatever the program sets on them
+(``participant().limits.set_limit(...)``, local static limits). With one, the control plane's policies are the
+source of truth: every round brings each limiter to its target, overriding local settings.
+
+Before the first answer nothing is known, so limiters are unlimited; the first report goes out as soon as the
+participant starts, and ``wait_ready(timeout_s)`` lets a caller that prefers to wait for the first policies do so
+(bounded). Once known, limits stay enforced whatever happens to the control plane (fail-static).
+
+At exit (``atexit``; ``close()`` does the same at once) the reporter stops and a goodbye (``POST /v1/goodbye``,
+0.5 s timeout) frees this participant's shares for the others at once. A process that dies without it (SIGKILL,
+or a PySpark worker ending with ``os._exit``) is expired by the control plane after 2 report intervals.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from limiter.clock import Clock, ManualClock, SystemClock, ThreadScheduler
+from limiter.dispatch import Dispatcher, DispatchRateLimiter
+from limiter.levels import PublishLimits
+from limiter.mutation import MutationQuota, MutationQuotaRegistry
+from limiter.offload import OffloadThrottle
+from limiter.policy import Level
+from limiter.producer import Producer
+from metrics.report import PolicySet, Report
+
+from .apply import BURST_INTERVALS, Applier
+from .config import RuntimeConfig
+from .dispatching import DispatchLimits
+from .identity import Identity, detect_identity
+
+__all__ = ["Participant", "participant", "reset_participant", "current_participant"]
+
+log = logging.getLogger(__name__)
+
+GOODBYE_TIMEOUT_S = 0.5
+
+
+class Participant:
+    """Every limiter of this process, and the reporter that keeps them at their shares (see the module essay)."""
+
+    def __init__(self, config: RuntimeConfig | None = None, *, identity: Identity | None = None,
+                 clock: Clock | None = None, client: Any = None, start: bool = True,
+                 wall_s: Callable[[], float] | None = None):
+        self.config = config if config is not None else RuntimeConfig.from_env()
+        self.identity = identity or detect_identity(self.config.app_id, self.config.executor_id)
+        self.pid = os.getpid()
+        self.clock = clock or SystemClock()
+        # an own timer thread (not the module-wide default one, which a fork would leave dead in the child)
+        self.scheduler = self.clock if isinstance(self.clock, ManualClock) else ThreadScheduler(
+            self.clock, name="throttlescope-timer")
+        self.limits = PublishLimits(self.clock, self.scheduler)
+        self.dispatch = DispatchLimits(self.clock)
+        self.mutation_quotas = MutationQuotaRegistry(clock=self.clock)
+        self.offload = OffloadThrottle(-1, clock=self.clock)
+        self.applier = Applier(self.identity.participant_id, self.limits, self.dispatch, self.offload,
+                               self.mutation_quotas)
+        self.reporter = None
+        self._closed = False
+        if client is None and self.config.url:
+            from .client import ControlPlaneClient, request_timeout_s
+            client = ControlPlaneClient(self.config.url, self.config.token,
+                                        request_timeout_s(self.config.report_interval_s))
+        if client is not None:
+            from .reporter import Reporter
+            self.applier.shared_burst_s = BURST_INTERVALS * self.config.report_interval_s
+            self.reporter = Reporter(self, client, interval_s=self.config.report_interval_s,
+                                     tolerance_pct=self.config.tolerance_pct, max_rounds=self.config.max_rounds,
+                                     backoff_cap_s=self.config.backoff_cap_s, wall_s=wall_s or time.time)
+            if start:
+                self.reporter.start()
+                atexit.register(self._at_exit)
+
+    # --- what Spark helpers use ---------------------------------------------------------------------------
+
+    def producer(self, topic: str, name: str | None = None, **options: Any) -> Producer:
+        """A producer on ``topic`` (``tenant/namespace/topic``) under every publish level that applies."""
+        producer = self.limits.producer(topic, name, **options)
+        self.applier.refresh()  # new limiters get their burst (the hook gave them their rate)
+        return producer
+
+    def publish_limiter(self, level: Level | str, name: str = "broker"):
+        return self.limits.limiter(Level(level), name)
+
+    def dispatcher(self, topic: str, subscription: str | None = None, **options: Any) -> Dispatcher:
+        """A dispatcher for ``subscription`` reading ``topic``, under broker, topic, subscription and the resource
+        group of the topic's namespace (else tenant), as the policies known now attach it."""
+        dispatcher = self.dispatch.dispatcher(topic, subscription, self.applier.resource_group_of(topic), **options)
+        self.applier.refresh()
+        return dispatcher
+
+    def dispatch_limiter(self, level: Level | str, name: str = "broker") -> DispatchRateLimiter:
+        return self.dispatch.limiter(Level(level), name)
+
+    def mutation_quota(self, user: str, client_id: str) -> MutationQuota | None:
+        """The KIP-599 quota of (user, client-id) by Kafka's precedence; None = unlimited."""
+        return self.mutation_quotas.get(user, client_id)
+
+    @property
+    def offload_throttle(self) -> OffloadThrottle:
+        return self.offload
+
+    # --- state --------------------------------------------------------------------------------------------
+
+    @property
+    def participant_id(self) -> str:
+        return self.identity.participant_id
+
+    @property
+    def policies(self) -> PolicySet | None:
+        view = self.applier.view
+        return None if view is None else view.ps
+
+    @property
+    def policy_version(self) -> int:
+        return self.applier.version
+
+    @property
+    def connected(self) -> bool:
+        """True after a successful round, until a round fails."""
+        r = self.reporter
+        return r is not None and r.ready.is_set() and r.last_error is None
+
+    def wait_ready(self, timeout_s: float = 5.0) -> bool:
+        """Wait (bounded) for the first answer from the control plane; True at once without a control plane."""
+        return True if self.reporter is None else self.reporter.ready.wait(timeout_s)
+
+    def report_now(self) -> bool:
+        """Run one report round now, on the calling thread (tests, or a job that wants fresh shares)."""
+        return False if self.reporter is None else self.reporter.run_once()
+
+    def last_report(self) -> Report | None:
+        return None if self.reporter is None else self.reporter.last_report
+
+    # --- the end ------------------------------------------------------------------------------------------
+
+    def close(self, goodbye: bool = True) -> None:
+        """Stop reporting and (by default) say goodbye so the others get this participant's shares at once.
+        The limiters keep working locally at their last rates."""
+        if self._closed:
+            return
+        self._closed = True
+        reporter = self.reporter
+        if reporter is None:
+            return
+        reporter.stop()
+        if goodbye and os.getpid() == self.pid and hasattr(reporter.client, "goodbye") and reporter.seq:
+            reporter.client.goodbye(self.identity.participant_id, GOODBYE_TIMEOUT_S)
+        if hasattr(reporter.client, "close"):
+            reporter.client.close()
+
+    def _at_exit(self) -> None:
+        if os.getpid() == self.pid:  # a forked child inherits this handler: it is not this participant
+            try:
+                self.close(goodbye=True)
+            except Exception:  # noqa: BLE001 - never fail the interpreter's exit
+                log.debug("throttlescope: goodbye failed", exc_info=True)
+
+    def __repr__(self) -> str:
+        return (f"Participant({self.identity.participant_id!r}, url={self.config.url!r}, "
+                f"policy_version={self.policy_version})")
+
+
+_lock = threading.Lock()
+_current: Participant | None = None
+
+
+def participant() -> Participant:
+    """This process's participant, created on first use from the environment (see config.py)."""
+    p = _current
+    if p is not None and p.pid == os.getpid():
+        return p
+    return _create()
+
+
+def _create() -> Participant:
+    global _current
+    with _lock:
+        if _current is None or _current.pid != os.getpid():
+            _current = Participant()
+        return _current
+
+
+def current_participant() -> Participant | None:
+    """The participant if one was created in this process, else None (never creates one)."""
+    p = _current
+    return p if p is not None and p.pid == os.getpid() else None
+
+
+def reset_participant(goodbye: bool = True) -> None:
+    """Close and forget this process's participant; the next ``participant()`` reads the environment again."""
+    global _current
+    with _lock:
+        p, _current = _current, None
+    if p is not None and p.pid == os.getpid():
+        p.close(goodbye=goodbye)
+
+
+def _after_fork_in_child() -> None:
+    global _current, _lock
+    _current = None
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,83 @@
+"""``GET /metrics``: the participants' latest reports in Prometheus text format, rendered at scrape time.
+
+How it works
+------------
+``install(app, live, policies)`` builds one ``metrics.collector.ThrottlescopeCollector`` over the live state,
+registers it on a registry of its own (no global default registry: one app, one registry, tests build many),
+makes it the live state's listener (so counters keep the totals of participants that leave or restart), adds
+the route, and times every ``POST /v1/report`` with a small ASGI middleware that observes the report-latency
+histogram (parsing and validation included: the whole handling, after the guard's authorisation).
+
+Auth: ``/metrics`` is a read, so the guard's one rule applies (auth.required_role): open when reads are open
+(``--open-reads``), otherwise the participant or the admin token as ``Authorization: Bearer <token>``; in
+Prometheus, ``authorization: {type: Bearer, credentials_file: <data dir>/participant.token}`` (see
+deploy/prometheus.yml and docs/metrics.md).
+
+Per-topic labels: ``THROTTLESCOPE_METRICS_TOPIC_LABELS=0`` folds topic and subscription names into ``"*"``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as CONTENT_TYPE
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from controlplane.config import ConfigError
+from controlplane.state import LiveState
+from metrics.collector import ThrottlescopeCollector, topic_labels_from_env
+from metrics.report import PolicySet
+
+__all__ = ["router", "install", "ReportTimer", "REPORT_PATH"]
+
+REPORT_PATH = "/v1/report"
+router = APIRouter(tags=["metrics"])
+
+
+@router.get("/metrics", response_class=Response, summary="Prometheus metrics (text format 0.0.4)",
+            description="Every metric of docs/metrics.md, rendered from the live participants' latest reports. "
+                        "Open when reads are open; otherwise the participant or admin token.",
+            responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}})
+def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE)
+
+
+class ReportTimer:
+    """ASGI middleware: observe how long each ``POST /v1/report`` took to handle."""
+
+    def __init__(self, app: ASGIApp, observe: Callable[[float], None]) -> None:
+        self.app = app
+        self.observe = observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != REPORT_PATH:
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.observe(time.perf_counter() - start)
+
+
+def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet],
+            env: Mapping[str, str] | None = None) -> ThrottlescopeCollector:
+    """Add ``/metrics`` and the report timer to ``app``. Call before the guard middleware is added (so the guard
+    runs first). Raises ConfigError for a bad THROTTLESCOPE_METRICS_TOPIC_LABELS."""
+    try:
+        topic_labels = topic_labels_from_env(os.environ if env is None else env)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    collector = ThrottlescopeCollector(live, policies, topic_labels=topic_labels)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    live.listener = collector
+    app.state.metrics_registry = registry
+    app.state.metrics_collector = collector
+    app.include_router(router)
+    app.add_middleware(ReportTimer, observe=collector.observe_report_latency)
+    return collector

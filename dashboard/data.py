@@ -1,0 +1,241 @@
+"""The one module that talks to the control plane (and to Prometheus when PROMETHEUS_URL is set).
+
+How and why
+-----------
+Every page reads through the functions here, never with its own HTTP calls, so timeouts, caching and errors are
+the same everywhere:
+
+- reads are ``GET``s with short timeouts (1 s to connect, 3 s to answer), cached with ``st.cache_data`` for
+  ``TTL_S`` (one second): five charts refreshing every two seconds cost one request per endpoint, not five;
+- a read that fails returns an ``Unavailable`` (what, why, HTTP status or None when nothing answered) instead of
+  raising, and pages show it (``ui.show_unavailable``): a dashboard must keep running while the control plane
+  restarts;
+- changes (``send``) are never cached or retried; they return an ``Outcome`` with the control plane's
+  ``{"reason"}`` when it refuses, and the new policy version (the ``X-Policy-Version`` header) when it accepts;
+  an accepted change clears the read cache so the next render shows it;
+- history comes from the control plane's in-memory ring (15 minutes at report resolution), or from Prometheus
+  with the same shape when ``Conn.prometheus_url`` is set; if Prometheus fails the control plane answers and
+  the result says so (``source``).
+
+``Conn`` carries the URL and the token; it is part of each cache key, so two tokens never share a cached answer.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import streamlit as st
+
+from metrics.catalogue import BY_NAME
+
+__all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups",
+           "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "TTL_S",
+           "PROMETHEUS_QUERIES"]
+
+TTL_S = 1.0
+TIMEOUT = httpx.Timeout(3.0, connect=1.0)
+VERSION_HEADER = "X-Policy-Version"
+ACTOR_HEADER = "X-Throttlescope-Actor"
+
+def _rate(metric: str) -> str:
+    return f"sum by (level, kind, name) (rate({BY_NAME[metric].exposed}{{sel}}[{{w}}]))"
+
+
+def _tokens(dimension: str) -> str:
+    return f'sum by (level, kind, name) ({BY_NAME["throttlescope_bucket_tokens"].exposed}' \
+           f'{{dimension="{dimension}"{{sep}}{{sel_in}}}})'
+
+
+# PromQL per history field, from the metrics catalogue ({sel} and {sel_in} take the level/name matchers).
+PROMETHEUS_QUERIES = {
+    "admittedMsgsPerSecond": _rate("throttlescope_admitted_messages"),
+    "admittedBytesPerSecond": _rate("throttlescope_admitted_bytes"),
+    "throttleSecondsPerSecond": _rate("throttlescope_throttle_time_seconds"),
+    "throttledPerSecond": _rate("throttlescope_throttled"),
+    "tokensMsgs": _tokens("msgs"),
+    "tokensBytes": _tokens("bytes"),
+}
+
+
+@dataclass(frozen=True)
+class Conn:
+    url: str
+    token: str | None = field(default=None, repr=False)
+    prometheus_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A read that got no usable answer: ``status`` None means nothing answered (down, refused, timed out)."""
+
+    endpoint: str
+    reason: str
+    status: int | None = None
+
+    @property
+    def down(self) -> bool:
+        return self.status is None
+
+    @property
+    def needs_token(self) -> bool:
+        return self.status in (401, 403)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a change did: ``ok`` with the new ``version``, or the control plane's ``reason`` for refusing it."""
+
+    ok: bool
+    status: int | None
+    reason: str = ""
+    version: int | None = None
+    body: Any = None
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _reason(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("reason"), str):
+        return body["reason"]
+    return f"HTTP {response.status_code}: {response.text[:200]}"
+
+
+def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+    """GET url+path; the decoded JSON, or an Unavailable."""
+    try:
+        response = httpx.get(url + path, params=dict(params), headers=_headers(token), timeout=TIMEOUT)
+    except httpx.TransportError as e:
+        return Unavailable(path, f"cannot reach the control plane at {url} ({type(e).__name__}: {e})")
+    if response.status_code != 200:
+        return Unavailable(path, _reason(response), response.status_code)
+    try:
+        return response.json()
+    except ValueError:
+        return Unavailable(path, f"the answer of {path} is not JSON", response.status_code)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=256)
+def _cached(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+    return _fetch(url, token, path, params)
+
+
+def clear_cache() -> None:
+    _cached.clear()
+    _prometheus_history.clear()
+
+
+def health(conn: Conn) -> dict[str, Any] | Unavailable:
+    """``/healthz``: status, version, policy version, report interval, uptime (no token needed)."""
+    return _cached(conn.url, None, "/healthz")
+
+
+def participants(conn: Conn) -> dict[str, Any] | Unavailable:
+    return _cached(conn.url, conn.token, "/v1/state/participants")
+
+
+def buckets(conn: Conn) -> dict[str, Any] | Unavailable:
+    return _cached(conn.url, conn.token, "/v1/state/buckets")
+
+
+def queues(conn: Conn) -> dict[str, Any] | Unavailable:
+    return _cached(conn.url, conn.token, "/v1/state/queues")
+
+
+def resource_groups(conn: Conn) -> dict[str, Any] | Unavailable:
+    return _cached(conn.url, conn.token, "/v1/state/resourcegroups")
+
+
+def policies(conn: Conn) -> dict[str, Any] | Unavailable:
+    """The whole policy document (``/v1/policies``): what every limit is set to right now, and its version."""
+    return _cached(conn.url, conn.token, "/v1/policies")
+
+
+def broker_values(conn: Conn) -> dict[str, Any] | Unavailable:
+    return _cached(conn.url, conn.token, "/admin/v2/brokers/configuration/values")
+
+
+def audit(conn: Conn, limit: int = 100) -> dict[str, Any] | Unavailable:
+    return _cached(conn.url, conn.token, "/admin/v2/audit", (("limit", limit),))
+
+
+def history(conn: Conn, seconds: float = 300.0, level: str | None = None,
+            name: str | None = None) -> dict[str, Any] | Unavailable:
+    """Per limiter, points ``{t, admittedMsgsPerSecond, ..., tokensMsgs, tokensBytes}``; ``source`` says whence."""
+    if conn.prometheus_url:
+        got = _prometheus_history(conn.prometheus_url, seconds, level, name)
+        if not isinstance(got, Unavailable):
+            return got
+    params = tuple((k, v) for k, v in (("seconds", min(seconds, 900.0)), ("level", level), ("name", name))
+                   if v is not None)
+    got = _cached(conn.url, conn.token, "/v1/state/history", params)
+    if isinstance(got, dict):
+        got = {**got, "source": "control plane" if not conn.prometheus_url else
+               "control plane (Prometheus did not answer)"}
+    return got
+
+
+@st.cache_data(ttl=TTL_S * 2, show_spinner=False, max_entries=64)
+def _prometheus_history(prom: str, seconds: float, level: str | None, name: str | None) -> Any:
+    end = time.time()
+    step = max(1.0, seconds / 300)
+    matchers = ",".join(f'{k}="{v}"' for k, v in (("level", level), ("name", name)) if v)
+    merged: dict[tuple[str, str, str], dict[float, dict[str, Any]]] = {}
+    for field_name, template in PROMETHEUS_QUERIES.items():
+        query = (template.replace("{sel}", "{" + matchers + "}" if matchers else "")
+                 .replace("{sel_in}", matchers).replace("{sep}", "," if matchers else "")
+                 .replace("{w}", f"{max(2 * step, 30):g}s"))
+        try:
+            response = httpx.get(f"{prom}/api/v1/query_range", timeout=TIMEOUT, params={
+                "query": query, "start": end - seconds, "end": end, "step": step})
+            result = response.json()["data"]["result"] if response.status_code == 200 else None
+        except (httpx.TransportError, ValueError, KeyError, TypeError):
+            result = None
+        if result is None:
+            return Unavailable("/api/v1/query_range", f"Prometheus at {prom} did not answer {query!r}")
+        for series in result:
+            m = series.get("metric", {})
+            key = (m.get("level", ""), m.get("kind", "publish"), m.get("name", ""))
+            for t, value in series.get("values", []):
+                v = float(value)
+                point = merged.setdefault(key, {}).setdefault(float(t), {"t": float(t)})
+                point[field_name] = v if math.isfinite(v) else None
+    series_out = [{"level": k[0], "kind": k[1], "name": k[2], "points": [p for _, p in sorted(points.items())]}
+                  for k, points in sorted(merged.items())]
+    return {"intervalSeconds": step, "windowSeconds": seconds, "series": series_out, "source": "Prometheus"}
+
+
+def current(conn: Conn, path: str) -> Any:
+    """The current value behind an admin GET (uncached, for the old side of old -> new); None when not set."""
+    got = _fetch(conn.url, conn.token, path)
+    if isinstance(got, Unavailable) and got.status == 404:
+        return None
+    return got
+
+
+def send(conn: Conn, method: str, path: str, body: Any = None, actor: str = "dashboard") -> Outcome:
+    """One change (PUT/POST/DELETE) with the admin token; never cached, never retried."""
+    headers = {**_headers(conn.token), ACTOR_HEADER: actor}
+    try:
+        response = httpx.request(method, conn.url + path, json=body, headers=headers, timeout=TIMEOUT)
+    except httpx.TransportError as e:
+        return Outcome(False, None, f"cannot reach the control plane at {conn.url} ({type(e).__name__}: {e})")
+    if response.status_code >= 400:
+        return Outcome(False, response.status_code, _reason(response))
+    version = response.headers.get(VERSION_HEADER)
+    clear_cache()
+    try:
+        answer = response.json() if response.content else None
+    except ValueError:
+        answer = None
+    return Outcome(True, response.status_code, version=int(version) if version and version.isdigit() else None,
+                   body=answer)

@@ -1,0 +1,215 @@
+"""The Limits page's forms: one per kind of policy, each turning its inputs into a ``Pending`` change.
+
+How and why
+-----------
+Nothing is sent from here. A form shows the current value (prefilled from ``/v1/policies``; the widget keys
+include the target, so picking another topic shows that topic's values), the allowed range next to every input
+(``derive.LIMIT_RULE``; number inputs stop at -1), and on "Review" checks the values (``derive.check_limit``)
+and reads the value stored now (the old side). A valid form returns a ``Pending`` (old -> new, the request to
+send); the page asks for confirmation and only then calls ``data.send``. What the form cannot check (a name
+the control plane refuses, two broker settings that exclude each other) comes back as the control plane's
+``{"reason"}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import streamlit as st
+
+from dashboard import data, derive
+
+__all__ = ["Pending", "resource_group", "level_policy", "subscription", "broker", "mutation_quota"]
+
+HELP = f"Allowed: {derive.LIMIT_RULE}."
+PERIOD_HELP = "Allowed: a whole number of seconds, 1..86400."
+
+
+@dataclass(frozen=True)
+class Pending:
+    title: str
+    method: str
+    path: str
+    body: Any
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+
+
+def _target(where: Any, label: str, known: list[str], key: str, help: str) -> str:
+    """A known name to pick, or any other to type (a text input while none is known)."""
+    if not known:
+        return where.text_input(label, key=f"{key}.typed", help=help).strip()
+    return (where.selectbox(label, known, key=key, accept_new_options=True, help=help) or "").strip()
+
+
+def _named(target: str, parts: int) -> bool:
+    """``tenant/namespace`` (2 parts) or ``tenant/namespace/topic`` (3), none empty; the rest is the server's."""
+    return len(target.split("/")) == parts and all(target.split("/"))
+
+
+def _num(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def _limit(label: str, value: float, key: str, disabled: bool = False) -> float:
+    return st.number_input(label, min_value=-1.0, value=float(value), step=1.0, format="%g", key=key, help=HELP,
+                           disabled=disabled)
+
+
+def _review(key: str, values: dict[str, Any], disabled: bool) -> bool:
+    """The Review button; False (with the allowed range shown) when a limit is out of range."""
+    st.caption(f"Limits: {derive.LIMIT_RULE}.")
+    if not st.button("Review change", key=key, disabled=disabled, icon=":material/rate_review:"):
+        return False
+    problems = [f"{name}: {msg}" for name, v in values.items() if (msg := derive.check_limit(v))]
+    for p in problems:
+        st.error(p, icon=":material/block:")
+    return not problems
+
+
+def _old(conn: data.Conn, path: str) -> tuple[bool, Any]:
+    got = data.current(conn, path)
+    if isinstance(got, data.Unavailable):
+        if got.status in (400, 422):
+            st.error(f"The control plane refuses this: {got.reason}. Nothing was changed.", icon=":material/block:")
+        else:
+            st.error(f"Cannot read the current value ({got.reason}); nothing was changed.")
+        return False, None
+    return True, got
+
+
+def _pending(conn: data.Conn, title: str, method: str, path: str, body: Any, new: dict | None) -> Pending | None:
+    ok, old = _old(conn, path)
+    return Pending(title, method, path, body, old, new) if ok else None
+
+
+def resource_group(conn: data.Conn, ps: dict[str, Any], disabled: bool) -> Pending | None:
+    groups = sorted(ps.get("resourceGroups", {}))
+    pick = st.selectbox("Resource group", [*groups, "+ new group"], key="rg.pick")
+    name = st.text_input("New group name", key="rg.new", placeholder="e.g. batch-jobs") if pick == "+ new group" \
+        else pick
+    cur = ps.get("resourceGroups", {}).get(name or "", {})
+    fields = ("publishRateInMsgs", "publishRateInBytes", "dispatchRateInMsgs", "dispatchRateInBytes")
+    labels = ("Publish msgs/s", "Publish bytes/s", "Dispatch msgs/s", "Dispatch bytes/s")
+    cols = st.columns(4)
+    values = {f: cols[i].number_input(labels[i], min_value=-1.0, value=float(cur.get(f, -1)), step=1.0,
+                                      format="%g", key=f"rg.{name}.{f}", help=HELP)
+              for i, f in enumerate(fields)}
+    attach = st.text_input("Attach to namespace (tenant/namespace) or tenant (optional)", key=f"rg.{name}.attach",
+                           help="Everything under it then shares this group's quota (PIP-82).")
+    if not _review("rg.review", values, disabled or not name):
+        return None
+    if attach.strip():
+        scope = "namespaces" if "/" in attach else "tenants"
+        return _pending(conn, f"attach resource group {name} to {attach}", "POST",
+                        f"/admin/v2/{scope}/{attach.strip()}/resourcegroup/{name}", None, {"resourceGroup": name})
+    body = {f: _num(v) for f, v in values.items()}
+    return _pending(conn, f"resource group {name}", "PUT", f"/admin/v2/resourcegroups/{name}", body, body)
+
+
+def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, Any]:
+    word = "publish" if policy == "publishRate" else "dispatch"
+    m, b = (f"{word}ThrottlingRateInMsg", f"{word}ThrottlingRateInByte")
+    c1, c2, c3 = st.columns(3)
+    out = {m: c1.number_input(f"{prefix} {word} limit, messages per period", min_value=-1.0,
+                              value=float(cur.get(m, -1)), step=1.0, format="%g", key=f"{key}.m", help=HELP),
+           b: c2.number_input(f"{prefix} {word} limit, bytes per period", min_value=-1.0,
+                              value=float(cur.get(b, -1)), step=1.0, format="%g", key=f"{key}.b", help=HELP),
+           "ratePeriodInSecond": c3.number_input("Period (s)", min_value=1, max_value=86400,
+                                                 value=int(cur.get("ratePeriodInSecond", 1)), step=1,
+                                                 key=f"{key}.p", help=PERIOD_HELP)}
+    if policy != "publishRate":
+        out["relativeToPublishRate"] = st.checkbox("Relative to the publish rate",
+                                                   value=bool(cur.get("relativeToPublishRate", False)),
+                                                   key=f"{key}.rel")
+    return out
+
+
+def _rate_change(conn: data.Conn, title: str, path: str, values: dict[str, Any], remove: bool,
+                 review_key: str, disabled: bool) -> Pending | None:
+    limits = {k: v for k, v in values.items() if k.endswith(("Msg", "Byte"))}
+    if not _review(review_key, {} if remove else limits, disabled):
+        return None
+    if remove:
+        return _pending(conn, f"remove {title}", "DELETE", path, None, None)
+    body = {k: _num(v) if not isinstance(v, bool) else v for k, v in values.items()}
+    return _pending(conn, title, "PUT", path, body, body)
+
+
+def level_policy(conn: data.Conn, ps: dict[str, Any], scope: str, known: list[str], disabled: bool) -> Pending | None:
+    """Namespace ('tenant/ns') or topic ('tenant/ns/topic') publishRate / dispatchRate."""
+    parts = 2 if scope == "namespace" else 3
+    example = "acme/web" if parts == 2 else "acme/web/clicks"
+    c1, c2 = st.columns([3, 2])
+    target = _target(c1, scope.capitalize(), known, f"{scope}.target",
+                     f"Pick one or type another: {'/'.join(['tenant', 'namespace', 'topic'][:parts])}, e.g. {example}")
+    policy = c2.selectbox("Policy", ["publishRate", "dispatchRate"], key=f"{scope}.policy")
+    cur = ((ps.get("namespaces" if parts == 2 else "topics", {}).get(target) or {}).get(policy)) or {}
+    values = _rate(scope.capitalize(), policy, cur, f"{scope}.{target}.{policy}")
+    remove = st.checkbox("Remove this policy (back to the default)", key=f"{scope}.{target}.{policy}.rm",
+                         disabled=not cur)
+    valid = _named(target, parts)
+    if not valid:
+        st.caption(f"A {scope} is named {'/'.join(['tenant', 'namespace', 'topic'][:parts])}, e.g. {example}.")
+    base = "namespaces" if parts == 2 else "persistent"
+    return _rate_change(conn, f"{scope} {target} {policy}", f"/admin/v2/{base}/{target}/{policy}", values, remove,
+                        f"{scope}.review", disabled or not valid)
+
+
+def subscription(conn: data.Conn, ps: dict[str, Any], known: dict[str, list[str]], disabled: bool) -> Pending | None:
+    """subscriptionDispatchRate: the dispatch limit of each subscription, set on a namespace or a topic."""
+    c1, c2 = st.columns([1, 3])
+    scope = c1.radio("Set on", ["topic", "namespace"], key="sub.scope", horizontal=True)
+    target = _target(c2, f"{scope.capitalize()} (each of its subscriptions)", known[scope], f"sub.{scope}",
+                     "Pick one or type another")
+    cur = ((ps.get("topics" if scope == "topic" else "namespaces", {}).get(target) or {})
+           .get("subscriptionDispatchRate")) or {}
+    values = _rate("Subscription", "subscriptionDispatchRate", cur, f"sub.{scope}.{target}")
+    remove = st.checkbox("Remove this policy", key=f"sub.{scope}.{target}.rm", disabled=not cur)
+    valid = _named(target, 3 if scope == "topic" else 2)
+    base = "persistent" if scope == "topic" else "namespaces"
+    return _rate_change(conn, f"{scope} {target} subscriptionDispatchRate",
+                        f"/admin/v2/{base}/{target}/subscriptionDispatchRate", values, remove, "sub.review",
+                        disabled or not valid)
+
+
+def broker(conn: data.Conn, settings: dict[str, Any], disabled: bool) -> Pending | None:
+    names = list(settings)
+    offload = "managedLedgerOffloadBrokerFlowPermitsPerSecond"
+    name = st.selectbox("Broker setting (per process)", names, key="broker.name",
+                        index=names.index(offload) if offload in names else 0,
+                        help="Offload flow permits (bytes/s) are managedLedgerOffloadBrokerFlowPermitsPerSecond")
+    cur = settings[name]
+    if isinstance(cur, bool):
+        value: Any = st.toggle(name, value=cur, key=f"broker.{name}")
+    else:
+        value = _limit(f"{name} (0 or -1 disables)", cur, f"broker.{name}")
+    if not _review("broker.review", {} if isinstance(cur, bool) else {name: value}, disabled):
+        return None
+    text = str(value).lower() if isinstance(value, bool) else f"{_num(value)}"
+    new = value if isinstance(value, bool) else _num(value)
+    return Pending(f"broker setting {name}", "POST", f"/admin/v2/brokers/configuration/{name}/{text}", None,
+                   {name: cur}, {name: new})
+
+
+def mutation_quota(conn: data.Conn, ps: dict[str, Any], disabled: bool) -> Pending | None:
+    c1, c2 = st.columns(2)
+    user = c1.text_input("User", value="<default>", key="mq.user", help="A user, or <default> (Kafka's convention)")
+    client = c2.text_input("Client id", value="<default>", key="mq.client", help="A client id, or <default>")
+    cur = next((q for q in ps.get("mutationQuotas", []) if q["user"] == user and q["clientId"] == client), {})
+    k = f"mq.{user}.{client}"
+    c1, c2, c3, c4 = st.columns(4)
+    quota = c1.number_input("Mutations per second", min_value=-1.0, value=float(cur.get("quotaPerSecond", 10)),
+                            step=1.0, format="%g", key=f"{k}.q", help=HELP)
+    window = c2.number_input("Window (s)", min_value=0.001, max_value=3600.0, value=float(cur.get("windowSeconds", 1)),
+                             format="%g", key=f"{k}.w", help="Allowed: > 0 and <= 3600 seconds.")
+    samples = c3.number_input("Samples", min_value=1, max_value=1000, value=int(cur.get("samples", 11)), step=1,
+                              key=f"{k}.s", help="Allowed: 1..1000. Burst = quota x samples x window.")
+    strict = c4.toggle("Strict (reject when in debt)", value=bool(cur.get("strict", True)), key=f"{k}.strict")
+    if not _review("mq.review", {"quotaPerSecond": quota}, disabled):
+        return None
+    body = {"quotaPerSecond": _num(quota), "windowSeconds": _num(window), "samples": int(samples), "strict": strict}
+    path = f"/admin/v2/quotas/mutations/{quote(user, safe='')}/{quote(client, safe='')}"
+    return _pending(conn, f"mutation quota {user} / {client}", "PUT", path, body, body)

@@ -1,0 +1,131 @@
+"""Streamlit pieces every page shares: connection, tokens, the live-refresh fragment, errors and the empty state.
+
+How and why
+-----------
+- ``conn()`` is the one place a page gets its ``data.Conn``: the URL from the config, and the admin token from
+  the environment / data dir, else the one typed into the sidebar (kept in ``st.session_state`` only), else the
+  participant token for reads.
+- ``live(fn)`` runs ``fn`` as ``st.fragment(run_every=...)``: only that part reruns every refresh, so the widgets
+  outside it (filters, the limits editor) keep their values and focus, and charts keep their zoom (stable keys
+  and ``uirevision``).
+- ``need(doc)`` turns a ``data.Unavailable`` into a message saying what to do (start the control plane, give a
+  token), so pages only deal with the happy path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data
+from dashboard.config import REFRESH_CHOICES, Config, load_config
+
+__all__ = ["config", "conn", "admin_token", "sidebar", "refresh_s", "live", "need", "show_unavailable",
+           "empty_state", "plot", "table", "stamp", "TOKEN_KEY"]
+
+TOKEN_KEY = "admin_token"          # the sidebar's password input
+REFRESH_KEY = "refresh_s"
+
+
+def config() -> Config:
+    return load_config()
+
+
+def admin_token() -> str | None:
+    return config().admin_token or st.session_state.get(TOKEN_KEY) or None
+
+
+def conn() -> data.Conn:
+    cfg = config()
+    return data.Conn(cfg.url, cfg.admin_token or st.session_state.get(TOKEN_KEY) or cfg.read_token,
+                     cfg.prometheus_url)
+
+
+def refresh_s() -> float:
+    return float(st.session_state.get(REFRESH_KEY, config().refresh_s))
+
+
+def sidebar() -> None:
+    cfg = config()
+    with st.sidebar:
+        health = data.health(conn())
+        if isinstance(health, data.Unavailable):
+            st.error(f"Control plane down: {cfg.url}", icon=":material/cloud_off:")
+        else:
+            st.success(f"Control plane up: {cfg.url} (v{health['version']}, policy "
+                       f"v{health['policyVersion']})", icon=":material/cloud_done:")
+        choices = sorted({*REFRESH_CHOICES, cfg.refresh_s})
+        st.select_slider("Refresh every (s)", options=choices, value=cfg.refresh_s, key=REFRESH_KEY,
+                         help="How often the live parts of each page reload (THROTTLESCOPE_DASHBOARD_REFRESH)")
+        if cfg.admin_token is None:
+            st.text_input("Admin token", type="password", key=TOKEN_KEY,
+                          help="Needed for edits. Set THROTTLESCOPE_ADMIN_TOKEN or put the control plane's "
+                               f"admin.token under THROTTLESCOPE_DATA_DIR ({cfg.data_dir}) to skip this.")
+        else:
+            st.caption(f"Admin token from {'the environment' if cfg.admin_token_source == 'env' else 'the data dir'}")
+        if cfg.prometheus_url:
+            st.caption(f"History from Prometheus at {cfg.prometheus_url}")
+
+
+def live(fn: Callable[..., None], *args: Any) -> None:
+    """Run ``fn(*args)`` as a fragment that reruns every ``refresh_s()`` seconds (and nothing else of the page).
+
+    ``args`` are the values of widgets outside the fragment (filters): changing one reruns the whole page."""
+    st.fragment(run_every=refresh_s())(fn)(*args)
+
+
+def show_unavailable(u: data.Unavailable) -> None:
+    url = config().url
+    if u.down:
+        st.error(f"The control plane at {url} does not answer: {u.reason}", icon=":material/cloud_off:")
+        st.info("Start it with `make run` (everything in the Procfile), or alone with "
+                "`python -m controlplane --port 8000 --data-dir ./data`; point the dashboard elsewhere with "
+                "`THROTTLESCOPE_URL`. This page retries on every refresh.")
+    elif u.needs_token:
+        st.warning(f"The control plane refused to answer {u.endpoint}: {u.reason}. Give the dashboard a token: "
+                   "`THROTTLESCOPE_ADMIN_TOKEN` (or `THROTTLESCOPE_TOKEN` for reads only), the control plane's "
+                   "data dir as `THROTTLESCOPE_DATA_DIR`, or the admin token in the sidebar.",
+                   icon=":material/key:")
+    else:
+        st.error(f"{u.endpoint}: {u.reason} (HTTP {u.status})")
+
+
+def need(doc: Any) -> Any:
+    """``doc`` itself, or None after showing why it is unavailable."""
+    if isinstance(doc, data.Unavailable):
+        show_unavailable(doc)
+        return None
+    return doc
+
+
+def empty_state(what: str = "No participant has reported yet") -> None:
+    url = config().url
+    st.info(
+        f"**{what}.** This page fills in once a Spark job (or any process using `limiter`) reports to the "
+        f"control plane at `{url}`.\n\n"
+        "- Everything at once: `make run` starts the control plane, this dashboard and a demo Spark job "
+        "(the Procfile).\n"
+        f"- Your own job: set `THROTTLESCOPE_URL={url}` and `THROTTLESCOPE_TOKEN=<participant token>` (the "
+        "control plane's `data/participant.token`) on the driver, and pass both to the executors with "
+        "`--conf spark.executorEnv.THROTTLESCOPE_URL=...` and `--conf spark.executorEnv.THROTTLESCOPE_TOKEN=...`.",
+        icon=":material/rocket_launch:")
+
+
+def plot(fig: Any, key: str) -> None:
+    st.plotly_chart(fig, key=key, config={"displaylogo": False})
+
+
+def table(rows: Sequence[dict[str, Any]], key: str | None = None, empty: str = "nothing to show",
+          **column_config: Any) -> None:
+    if not rows:
+        st.caption(empty)
+        return
+    st.dataframe(pd.DataFrame(list(rows)), hide_index=True, key=key, column_config=column_config or None)
+
+
+def stamp() -> None:
+    st.caption(f"live: refreshed at {time.strftime('%H:%M:%S')}, every {refresh_s():g} s")

@@ -1,0 +1,103 @@
+"""Fairness: who waits in each limiter's queue, how throughput is shared, and how resource groups split quotas.
+
+- Queues: each participant's limiters keep a FIFO of throttled producers (PIP-322); the head resumes first. The
+  table and bars show them in that order with how long each has waited.
+- Shares: under each limit shared by several topics (a tenant, a namespace, a resource group), each topic's
+  producer's part of the admitted msgs/s over the last minute, and Jain's index of those parts.
+- Resource groups (PIP-82): per participant, usage, demand and the quota it computes from the usage map.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import data, derive, figures, ui
+
+__all__ = ["main"]
+
+SHARE_WINDOW_S = 60.0
+MAX_PARENTS = 6
+
+
+def _queues(queues: dict) -> None:
+    st.subheader("Fairness queues")
+    rows = derive.queue_rows(queues)
+    if not rows:
+        st.caption("No producer is waiting right now: every limit has tokens.")
+        return
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["queue"], r["participant"]), []).append(r)
+    cols = st.columns(2)
+    for i, ((queue, participant), entries) in enumerate(groups.items()):
+        with cols[i % 2]:
+            ui.plot(figures.queue_figure(entries, title=f"{queue} @ {participant.split('/')[1]}",
+                                         uirevision=f"{queue}.{participant}"), f"fairness.queue.{queue}.{participant}")
+    ui.table(rows, "fairness.queues.table")
+
+
+def _shares(history: dict, rgs: dict | None) -> None:
+    st.subheader("Share of admitted throughput")
+    st.caption("Under each limit shared by several topics, each topic's producers' part of the admitted msgs/s "
+               "(last minute). Jain's index: 1 = equal shares, 1/n = one takes everything.")
+    parents = derive.parents(history, rgs)
+    if not parents:
+        st.caption("No limit is shared by two or more topics yet.")
+        return
+    cols = st.columns(2)
+    for i, (level, name) in enumerate(parents[:MAX_PARENTS]):
+        shares = derive.child_shares(history, (level, name), rgs, SHARE_WINDOW_S)
+        index = derive.jain(shares.values())
+        with cols[i % 2]:
+            st.metric(f"Jain's index, {level.replace('_', ' ')} {name}", "n/a" if index is None else f"{index:.3f}",
+                      f"{len(shares)} topics", delta_color="off", delta_arrow="off", border=True)
+            ui.plot(figures.shares_figure(shares, index, title=f"{level.replace('_', ' ')} {name}",
+                                          uirevision=f"share.{level}.{name}"), f"fairness.share.{level}.{name}")
+
+
+def _groups(rgs: dict) -> None:
+    st.subheader("Resource groups")
+    if not rgs["resourceGroups"]:
+        st.caption("No resource group is configured (Limits page, or PUT /admin/v2/resourcegroups/{name}).")
+        return
+    rows = derive.rg_rows(rgs)
+    for g in rgs["resourceGroups"]:
+        attached = ", ".join([*(f"namespace {n}" for n in g["namespaces"]), *(f"tenant {t}" for t in g["tenants"])])
+        q = g["configured"]
+        st.markdown(f"**{g['name']}**: publish {q['publishRateInMsgs']:g} msgs/s, {q['publishRateInBytes']:g} B/s; "
+                    f"dispatch {q['dispatchRateInMsgs']:g} msgs/s, {q['dispatchRateInBytes']:g} B/s "
+                    f"(-1 = unlimited); attached to {attached or 'nothing'}")
+        mine = [r for r in rows if r["group"] == g["name"] and r["direction"] == "publish"]
+        ui.plot(figures.resource_group_figure(mine, title=f"{g['name']}: publish per participant",
+                                              uirevision=f"rg.{g['name']}"), f"fairness.rg.{g['name']}")
+        ui.table([r for r in rows if r["group"] == g["name"]], f"fairness.rg.table.{g['name']}",
+                 empty="No participant uses this group right now.")
+    st.caption(f"Quotas computed with the '{rgs['strategy']}' strategy, as each participant computes them.")
+
+
+def _live() -> None:
+    conn = ui.conn()
+    queues = ui.need(data.queues(conn))
+    if queues is None:
+        return
+    history, rgs = ui.need(data.history(conn, 300)), ui.need(data.resource_groups(conn))
+    if history is not None and not history["series"] and not queues["queues"]:
+        ui.empty_state()
+        return
+    _queues(queues)
+    if history is not None:
+        _shares(history, rgs)
+    if rgs is not None:
+        _groups(rgs)
+    ui.stamp()
+
+
+def main() -> None:
+    st.title("Fairness")
+    st.caption("Who waits, in order and for how long; how producers share admitted throughput; how resource "
+               "groups split their quota between participants.")
+    ui.live(_live)
+
+
+if __name__ == "__main__":
+    main()

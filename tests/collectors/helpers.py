@@ -1,0 +1,89 @@
+"""Unit-test helpers: an in-process control plane (the real LiveState, no HTTP) and a paced sender on a ManualClock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collectors import Participant, RuntimeConfig
+from collectors.client import ControlPlaneError
+from collectors.identity import Identity
+from controlplane.state import LiveState
+from limiter import ManualClock, Producer
+from metrics.report import PolicySet, Report, ReportResponse, limit_key
+
+
+def identity(pid: str = "me") -> Identity:
+    return Identity("app", "1", "host", 4242, pid)
+
+
+class InProcessControlPlane:
+    """What ``POST /v1/report`` does (controlplane.api_participant), without HTTP; ``fail`` makes it unreachable."""
+
+    url = "http://in-process"
+
+    def __init__(self, policies: PolicySet, interval_s: float = 0.25):
+        self.policies = policies
+        self.live = LiveState(interval_s)
+        self.reports: list[Report] = []
+        self.goodbyes: list[str] = []
+        self.fail: ControlPlaneError | None = None
+        self.timeout_s = 1.0
+
+    def report(self, report: Report) -> ReportResponse:
+        if self.fail is not None:
+            raise self.fail
+        self.reports.append(report)
+        accepted, reason = self.live.ingest(report)
+        keys = [limit_key(u.level, u.direction, u.name) for u in report.usage] + list(report.usage_unchanged)
+        ps = self.policies
+        return ReportResponse(policyVersion=ps.version,
+                              policies=ps if report.applied_policy_version != ps.version else None,
+                              usage=self.live.usage_map(keys), reportIntervalSeconds=self.live.interval_s,
+                              accepted=accepted, reason=reason)
+
+    def restart(self) -> None:
+        """A restarted control plane: same policies, no live state."""
+        self.live = LiveState(self.live.interval_s)
+
+    def goodbye(self, participant_id: str, timeout_s: float = 0.5) -> bool:
+        self.goodbyes.append(participant_id)
+        return self.live.goodbye(participant_id)
+
+    def close(self) -> None:
+        pass
+
+
+def policies(version: int = 3, **kw: Any) -> PolicySet:
+    return PolicySet.model_validate({"version": version, **kw})
+
+
+def grouped(limit: float = 100, strategy: str | None = None, version: int = 3) -> PolicySet:
+    rg: dict[str, Any] = {"publishRateInMsgs": limit}
+    if strategy:
+        rg["quotaStrategy"] = strategy
+    return policies(version, resourceGroups={"g": rg}, namespaceResourceGroups={"acme/web": "g"})
+
+
+def make_participant(clock: ManualClock, cp: Any, pid: str = "me", interval_s: float = 0.25,
+                     **config: Any) -> Participant:
+    cfg = RuntimeConfig(url=cp.url, report_interval_s=interval_s, **config)
+    return Participant(cfg, identity=identity(pid), clock=clock, client=cp, start=False)
+
+
+def send_paced(clock: ManualClock, producer: Producer, per_s: float, seconds: float, tick_s: float = 2e-4) -> int:
+    """A producer that wants ``per_s`` msgs/s, as a blocking ``acquire`` loop behaves, on a ManualClock: one send
+    every 1/per_s s; a send due while paused waits and goes the moment the producer resumes (no catch-up).
+    Returns how many were admitted."""
+    step, end = 1.0 / per_s, clock.now_s() + seconds
+    due, sent = clock.now_s(), 0
+    while clock.now_s() < end - 1e-9:
+        now = clock.now_s()
+        if now >= due - 1e-9:
+            if producer.paused:
+                clock.advance(min(tick_s, end - now))
+                continue
+            producer.try_acquire(1)
+            sent += 1
+            due = max(due, now - step) + step
+        clock.advance(max(1e-9, min(due, end) - clock.now_s()))
+    return sent

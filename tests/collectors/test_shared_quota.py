@@ -1,0 +1,177 @@
+"""The shared quota end to end: the real control plane and real participant processes (issue #4, "Shown by").
+
+Every test starts ``python -m controlplane`` on a free loopback port with a 0.25 s report interval and
+participant processes (``participant_proc.py``) that pace sends to a demand and write, every 50 ms, how many
+messages they got admitted and their local rate of the shared limit. Rates are measured over windows of 4
+intervals (1 s) from those samples. Times below are offsets from the moment the processes start sending.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import INTERVAL_S, MAX_ROUNDS, aggregate
+
+pytestmark = pytest.mark.integration
+
+LIMIT = 1000.0
+WINDOW_S = 4 * INTERVAL_S
+MANDATORY_PERIOD_S = MAX_ROUNDS * INTERVAL_S   # PIP-82's mandatory report period
+
+
+def _group(cp, name: str, namespace: str, msgs: float, strategy: str | None = None) -> None:
+    body = {"publishRateInMsgs": msgs, **({"quotaStrategy": strategy} if strategy else {})}
+    with cp.client() as admin:
+        assert admin.put(f"/admin/v2/resourcegroups/{name}", json=body).status_code in (201, 204)
+        assert admin.put(f"/admin/v2/namespaces/{namespace}/resourcegroup/{name}").status_code == 204
+
+
+def _windows(t0: float, t1: float, step: float = 0.5) -> list[tuple[float, float]]:
+    out, t = [], t0
+    while t + WINDOW_S <= t1 + 1e-9:
+        out.append((t, t + WINDOW_S))
+        t += step
+    return out
+
+
+def test_four_participants_with_unequal_demand_share_1000_msgs_per_s(cp, run_factory) -> None:
+    _group(cp, "rg-four", "acme/four", LIMIT)
+    run = run_factory(cp, lead_s=2.5)
+    demands = [100, 200, 500, 800]   # sum 1600 > 1000; 100 and 200 are below the fair share (250)
+    for i, d in enumerate(demands):
+        run.add(f"acme/four/t{i}", [[0, d]], 6.0, watch=["resource_group", "rg-four"])
+    samples = run.wait()
+    assert all(s.head["ready"] for s in samples), "every participant got its first answer before sending"
+    # 3 intervals after the last one started sending (a loaded machine may start one late), the aggregate is
+    # within 5 % of the limit, in every 1 s window until the end
+    joined = max(s.started for s in samples)
+    start, end = joined + 3 * INTERVAL_S, min(s.rows[-1]["t"] for s in samples) - 0.1
+    windows = _windows(start, end)
+    assert len(windows) >= 8
+    rates = [aggregate(samples, a, b) for a, b in windows]
+    with cp.client() as c:
+        departed = [(d["participantId"], d["departedBecause"]) for d in c.get("/v1/state/participants").json()["departed"]]
+    detail = [(round(a - joined, 2), round(r), [round(s.rate_between(a, b)) for s in samples])
+              for (a, b), r in zip(windows, rates, strict=True)]
+    assert all(0.95 * LIMIT <= r <= 1.05 * LIMIT for r in rates), (detail, departed)
+    # max-min fair: the small ones get what they want, the big ones split the rest (350 each)
+    late = (joined + 2.0, end)
+    got = [s.rate_between(*late) for s in samples]
+    assert got[0] == pytest.approx(100, rel=0.05) and got[1] == pytest.approx(200, rel=0.05), got
+    assert got[2] == pytest.approx(350, rel=0.08) and got[3] == pytest.approx(350, rel=0.08), got
+    assert sum(s.local_rate_at(end) for s in samples) == pytest.approx(LIMIT, rel=0.02)
+
+
+@pytest.mark.parametrize("strategy", ["fair", "proportional"])
+def test_two_participants_wanting_70_percent_from_a_70_30_split(cp, run_factory, strategy: str) -> None:
+    _group(cp, "rg-two", "acme/two", LIMIT, strategy)
+    run = run_factory(cp)
+    change = 2.5   # B wants 30 % until then (the split is 70/30), then 70 % like A
+    run.add("acme/two/a", [[0, 700]], change + 3.5, watch=["resource_group", "rg-two"])
+    run.add("acme/two/b", [[0, 300], [change, 700]], change + 3.5, watch=["resource_group", "rg-two"])
+    a, b = run.wait()
+    changed = b.started + change
+    before = (changed - 1.0, changed)
+    assert b.rate_between(*before) / aggregate([a, b], *before) == pytest.approx(0.30, abs=0.03)
+    after = (changed + 3 * INTERVAL_S, changed + 3 * INTERVAL_S + WINDOW_S)
+    share_b = b.rate_between(*after) / aggregate([a, b], *after)
+    rates_at = [s.local_rate_at(after[0]) for s in (a, b)]
+    if strategy == "fair":   # 50/50 within 3 intervals, and it stays there
+        assert share_b == pytest.approx(0.5, abs=0.025), share_b
+        assert rates_at == [pytest.approx(500, rel=0.05)] * 2
+        for window in _windows(after[0], min(a.rows[-1]["t"], b.rows[-1]["t"]) - 0.05):
+            assert b.rate_between(*window) / aggregate([a, b], *window) == pytest.approx(0.5, abs=0.05)
+    else:                    # Pulsar's formula keeps whoever was throttled first throttled
+        assert share_b < 0.40, share_b
+        assert rates_at[1] < 0.8 * 500 and rates_at[0] > 1.2 * 500, rates_at
+
+
+@pytest.mark.parametrize("how", ["goodbye", "killed"])
+def test_a_participant_that_exits_frees_its_share(cp, run_factory, how: str) -> None:
+    _group(cp, "rg-exit", "acme/exit", 900)
+    run = run_factory(cp)
+    stays = [run.add(f"acme/exit/t{i}", [[0, 600]], 6.0, watch=["resource_group", "rg-exit"]) for i in range(2)]
+    leaver = run.add("acme/exit/gone", [[0, 600]], 2.5, watch=["resource_group", "rg-exit"],
+                     hard_exit=how == "killed")
+    leaver_id = run.head(leaver)["participant_id"]
+    samples = run.wait()
+    left_at = samples[leaver].rows[-1]["t"]
+    for i in stays:
+        assert samples[i].local_rate_at(left_at - 0.1) == pytest.approx(300, rel=0.05)
+        back = samples[i].first_time(lambda r: abs(r["rate"] - 450) <= 0.05 * 450, after=left_at)
+        assert back is not None, f"participant {i} never got 450"
+        assert back - left_at <= 2 * MANDATORY_PERIOD_S, back - left_at
+        if how == "goodbye":   # no need to wait for expiry: the next round after the goodbye
+            assert back - left_at <= 3 * INTERVAL_S, back - left_at
+    with cp.client() as c:
+        departed = {d["participantId"]: d["departedBecause"] for d in c.get("/v1/state/participants").json()["departed"]}
+    assert departed.get(leaver_id) == ("goodbye" if how == "goodbye" else "expired")
+
+
+def test_limit_raised_and_lowered_live(cp, run_factory) -> None:
+    _group(cp, "rg-live", "acme/live", LIMIT)
+    run = run_factory(cp)
+    for i in range(2):
+        run.add(f"acme/live/t{i}", [[0, 700]], 7.0, watch=["resource_group", "rg-live"])
+    changes = [(2.5, 1200.0), (5.0, 600.0)]
+    done = []
+    with cp.client() as admin:
+        for offset, limit in changes:
+            run.sleep_until(offset)
+            r = admin.put("/admin/v2/resourcegroups/rg-live", json={"publishRateInMsgs": limit})
+            assert r.status_code == 204
+            done.append((time.time(), limit))
+    samples = run.wait()
+    for at, limit in done:
+        enforced = at + 2 * INTERVAL_S
+        assert sum(s.local_rate_at(enforced) for s in samples) == pytest.approx(limit, rel=0.03), limit
+        assert aggregate(samples, enforced, enforced + WINDOW_S) == pytest.approx(limit, rel=0.05), limit
+
+
+def test_control_plane_killed_then_restarted(cp, run_factory) -> None:
+    _group(cp, "rg-down", "acme/down", LIMIT)
+    run = run_factory(cp)
+    run.env["THROTTLESCOPE_BACKOFF_MAX_S"] = "1.0"   # retry at least every second while it is down
+    for i in range(2):
+        run.add(f"acme/down/t{i}", [[0, 700]], 9.0, watch=["resource_group", "rg-down"])
+    ids = {run.head(i)["participant_id"] for i in range(2)}
+    run.sleep_until(2.0)
+    killed_at = time.time()
+    cp.kill()                         # SIGKILL: no goodbye, no answer, connections refused
+    run.sleep_until(3.5)
+    cp.start()                        # same port, same data directory
+    restarted_at = time.time()
+    rejoined = None
+    with cp.client() as c:
+        while time.time() < restarted_at + 4.0:
+            live = {p["participantId"] for p in c.get("/v1/state/participants").json()["participants"]}
+            if ids <= live:
+                rejoined = time.time()
+                break
+            time.sleep(0.05)
+    assert rejoined is not None, "participants did not rejoin the restarted control plane"
+    assert rejoined - restarted_at <= 1.0 + 3 * INTERVAL_S   # the backoff cap, plus a round or two
+    joins = rejoined + 1.5
+    newcomer = run.add("acme/down/new", [[0, 700]], 2.5, watch=["resource_group", "rg-down"], start_at=joins)
+    samples = run.wait()
+    old = samples[:2]
+    # fail-static: every local rate stays at its last share through the outage, and the aggregate with it
+    for s in old:
+        assert s.local_rate_at(killed_at - 0.05) == pytest.approx(500, rel=0.05)
+        during = {r["rate"] for r in s.rows if killed_at + 0.3 <= r["t"] <= restarted_at}
+        assert during == {s.local_rate_at(killed_at)}
+        assert not any(r["connected"] for r in s.rows if killed_at + 0.3 <= r["t"] <= restarted_at)
+    assert aggregate(old, killed_at + 0.5, restarted_at) == pytest.approx(LIMIT, rel=0.05)
+    # no burst when they come back (none of them finds itself alone in a map)
+    for a, b in _windows(restarted_at, joins):
+        assert aggregate(old, a, b) <= 1.05 * LIMIT
+    # the restarted control plane re-learned usage: a newcomer gets a third, the others give it up
+    settled = joins + 4 * INTERVAL_S
+    end = samples[newcomer].rows[-1]["t"] - 0.1
+    assert end > settled + 0.5
+    assert [s.local_rate_at(settled) for s in samples] == [pytest.approx(LIMIT / 3, rel=0.05)] * 3
+    assert aggregate(samples, settled, end) == pytest.approx(LIMIT, rel=0.05)
+    for i in range(2):   # one warning for the whole outage, not one per attempt
+        assert run.stderr(i).count("unreachable") == 1, run.stderr(i)

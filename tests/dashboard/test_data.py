@@ -1,0 +1,90 @@
+"""The data-access module on its own: errors as values when nothing answers, and history from Prometheus (a stub
+Prometheus HTTP API on 127.0.0.1, stopped in a finalizer) merged into the control plane's history shape."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from dashboard import data
+from tests.controlplane.conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+
+class PromStub(BaseHTTPRequestHandler):
+    queries: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        query = parse_qs(urlsplit(self.path).query)["query"][0]
+        PromStub.queries.append(query)
+        value = "2" if "throttle_time" in query else "-3" if "bucket_tokens" in query else "7"
+        body = {"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": {"level": "topic", "kind": "publish", "name": "a/b/c"},
+             "values": [[1000, value], [1001, value]]}]}}
+        raw = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def prometheus() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), PromStub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_nothing_listening_gives_unavailable_and_refused_changes() -> None:
+    conn = data.Conn(f"http://127.0.0.1:{free_port()}", "t" * 20)
+    got = data.participants(conn)
+    assert isinstance(got, data.Unavailable) and got.down and not got.needs_token
+    assert "cannot reach the control plane" in got.reason
+    outcome = data.send(conn, "PUT", "/admin/v2/resourcegroups/x", {"publishRateInMsgs": 1})
+    assert not outcome.ok and outcome.status is None and "cannot reach" in outcome.reason
+
+
+def test_history_comes_from_prometheus_when_it_is_configured(prometheus: str) -> None:
+    conn = data.Conn(f"http://127.0.0.1:{free_port()}", None, prometheus)
+    got = data.history(conn, 120.0, level="topic", name="a/b/c")
+    assert got["source"] == "Prometheus"
+    [s] = got["series"]
+    assert (s["level"], s["kind"], s["name"]) == ("topic", "publish", "a/b/c")
+    assert s["points"][0] == {"t": 1000.0, "admittedMsgsPerSecond": 7.0, "admittedBytesPerSecond": 7.0,
+                              "throttleSecondsPerSecond": 2.0, "throttledPerSecond": 7.0, "tokensMsgs": -3.0,
+                              "tokensBytes": -3.0}
+    assert any('throttlescope_throttle_time_seconds_total{level="topic",name="a/b/c"}' in q
+               for q in PromStub.queries)
+    assert any('throttlescope_bucket_tokens{dimension="msgs",level="topic",name="a/b/c"}' in q
+               for q in PromStub.queries)
+
+
+def test_history_falls_back_to_the_control_plane_when_prometheus_is_down() -> None:
+    conn = data.Conn(f"http://127.0.0.1:{free_port()}", None, f"http://127.0.0.1:{free_port()}")
+    got = data.history(conn, 60.0)
+    assert isinstance(got, data.Unavailable) and got.endpoint == "/v1/state/history"
+
+
+def test_the_dashboard_imports_no_spark_no_control_plane_and_no_collectors() -> None:
+    import subprocess
+    import sys
+    code = ("import sys; import dashboard.ui, dashboard.editors, dashboard.figures, dashboard.derive; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'controlplane', 'collectors')]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

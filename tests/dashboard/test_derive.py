@@ -1,0 +1,141 @@
+"""The pure transforms behind the pages, and the dashboard's configuration, on plain data."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from dashboard import derive
+from dashboard.config import DEFAULT_URL, load_config
+
+pytestmark = pytest.mark.unit
+
+
+def series(level: str, name: str, kind: str = "publish", **fields: list[float | None]) -> dict:
+    n = len(next(iter(fields.values())))
+    return {"level": level, "kind": kind, "name": name,
+            "points": [{"t": 100.0 + i, **{k: v[i] for k, v in fields.items()}} for i in range(n)]}
+
+
+def test_freshness_says_how_old_the_newest_report_is_and_when_it_is_stale() -> None:
+    doc = {"reportIntervalSeconds": 1.0, "participants": [{"lastSeen": 98.0}, {"lastSeen": 99.2}], "departed": []}
+    assert derive.freshness(doc, 101.0) == (pytest.approx(1.8), False, "updated 2 s ago")
+    doc = {"reportIntervalSeconds": 1.0, "participants": [], "departed": [{"lastSeen": 0.0}]}
+    age, stale, text = derive.freshness(doc, 600.0)
+    assert stale and text == "updated 10 min ago"
+    assert derive.freshness({"participants": [], "departed": []}, 1.0) == (None, False, "no report yet")
+
+
+def test_jain_index() -> None:
+    assert derive.jain([10, 10, 10]) == pytest.approx(1.0)
+    assert derive.jain([30, 0, 0]) == pytest.approx(1 / 3)
+    assert derive.jain([3, 1]) == pytest.approx(16 / 20)
+    assert derive.jain([]) is None and derive.jain([0, 0]) is None
+
+
+def test_top_throttled_ranks_by_throttle_time_and_counts_throttles() -> None:
+    history = {"intervalSeconds": 0.5, "series": [
+        series("topic", "a/b/c", throttleSecondsPerSecond=[1.0, 3.0], throttledPerSecond=[4.0, 2.0],
+               admittedMsgsPerSecond=[40.0, 39.0]),
+        series("tenant", "a", throttleSecondsPerSecond=[4.0, 4.0], throttledPerSecond=[2.0, 2.0],
+               admittedMsgsPerSecond=[20.0, None]),
+        series("namespace", "a/b", throttleSecondsPerSecond=[0.0, 0.0], throttledPerSecond=[0.0, None],
+               admittedMsgsPerSecond=[1.0, 1.0])]}
+    rows = derive.top_throttled(history)
+    assert [(r["target"], r["throttle s/s"], r["throttled"], r["admitted msgs/s"]) for r in rows] == [
+        ("tenant a", 4.0, 2, 20.0), ("topic a/b/c", 2.0, 3, 39.0)]
+
+
+def test_limits_are_rates_per_second_summed_over_participants() -> None:
+    buckets = {"buckets": [
+        {"level": "topic", "kind": "publish", "name": "a/b/c", "msgs": {"rate": 20, "period_s": 1.0}, "bytes": None},
+        {"level": "topic", "kind": "publish", "name": "a/b/c", "msgs": {"rate": 60, "period_s": 2.0}, "bytes": None},
+        {"level": "broker", "kind": "publish", "name": "broker", "msgs": None, "bytes": None}]}
+    assert derive.limits_per_s(buckets) == {("topic", "publish", "a/b/c"): {"msgs": 50.0, "bytes": None},
+                                            ("broker", "publish", "broker"): {"msgs": None, "bytes": None}}
+    history = {"series": [series("topic", "a/b/c", admittedMsgsPerSecond=[45.0, 55.0]),
+                          series("broker", "broker", admittedMsgsPerSecond=[99.0, 99.0])]}
+    assert derive.admitted_vs_limit(history, buckets) == [
+        {"target": "topic a/b/c", "admitted msgs/s": 50.0, "limit msgs/s": 50.0, "use %": 100.0}]
+
+
+def test_shares_of_topics_under_a_shared_limit() -> None:
+    history = {"series": [series("topic", "acme/web/clicks", admittedMsgsPerSecond=[40.0, 40.0]),
+                          series("topic", "acme/web/views", admittedMsgsPerSecond=[10.0, 10.0]),
+                          series("topic", "acme/batch/export", admittedMsgsPerSecond=[30.0, 30.0]),
+                          series("topic", "beta/etl/load", admittedMsgsPerSecond=[5.0, 5.0])]}
+    rgs = {"resourceGroups": [{"name": "rg", "namespaces": ["acme/batch"], "tenants": ["beta"]}]}
+    assert derive.parents(history, rgs) == [("namespace", "acme/web"), ("resource_group", "rg"), ("tenant", "acme")]
+    assert derive.child_shares(history, ("tenant", "acme")) == {
+        "acme/web/clicks": 40.0, "acme/web/views": 10.0, "acme/batch/export": 30.0}
+    assert derive.child_shares(history, ("resource_group", "rg"), rgs) == {"acme/batch/export": 30.0,
+                                                                           "beta/etl/load": 5.0}
+
+
+def test_queue_rows_keep_queue_order() -> None:
+    queues = {"queues": [{"participantId": "p1", "level": "topic", "name": "a/b/c", "length": 3,
+                          "entries": [{"producer": "x", "waiting_s": 0.9}, {"producer": "y", "waiting_s": 0.1}]}]}
+    rows = derive.queue_rows(queues)
+    assert [(r["position"], r["producer"], r["waiting s"], r["queue length"]) for r in rows] == [
+        (1, "x", 0.9, 3), (2, "y", 0.1, 3)]
+
+
+def test_offload_samples_become_rates() -> None:
+    doc = {"participants": [{"lastSeen": 10.0, "offload": {"rate_bytes_per_s": 0, "read_bytes_total": 1000,
+                                                           "limited_total": 2}}]}
+    a = derive.offload_sample(doc, 100.0)
+    b = {**a, "t": 102.0, "read": 5000.0, "limited": 6.0}
+    c = {**b, "t": 103.0, "read": 100.0, "limited": 1.0, "rate": 700.0}      # a participant restarted
+    assert derive.offload_points([a, b, c]) == [
+        {"t": 102.0, "admittedBytesPerSecond": 2000.0, "throttledPerSecond": 2.0},
+        {"t": 103.0, "admittedBytesPerSecond": 700.0, "throttledPerSecond": 1.0}]
+    assert derive.offload_sample({"participants": [{"lastSeen": 1.0, "offload": None}]}, 1.0) is None
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0, True), (-1, True), (-1.0, True), (12.5, True), (-0.5, False),
+                                           (-2, False), (math.inf, False), (math.nan, False), (True, False)])
+def test_check_limit_allows_what_the_control_plane_allows(value: float, ok: bool) -> None:
+    problem = derive.check_limit(value)
+    assert (problem is None) == ok
+    if not ok:
+        assert derive.LIMIT_RULE in problem
+
+
+def test_diff_applied_and_audit_rows() -> None:
+    rows = derive.diff_rows({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": True})
+    assert rows == [{"field": "a", "old": "1", "new": "1", "changed": ""},
+                    {"field": "b", "old": "2", "new": "3", "changed": "yes"},
+                    {"field": "c", "old": "(not set)", "new": "true", "changed": "yes"}]
+    assert derive.diff_rows(None, None) == []
+    doc = {"participants": [{"participantId": "p1", "host": "h", "appliedPolicyVersion": 7},
+                            {"participantId": "p2", "host": "h", "appliedPolicyVersion": 6}]}
+    done, total, applied = derive.applied(doc, 7)
+    assert (done, total, [r["applied"] for r in applied]) == (1, 2, ["yes", "not yet"])
+    audit = derive.audit_rows({"entries": [{"policyVersion": 3, "time": 1.0, "actor": "admin", "method": "PUT",
+                                            "endpoint": "/x", "oldValue": None, "newValue": {"q": 1}}]})
+    assert audit == [{"version": 3, "time": 1.0, "actor": "admin", "method": "PUT", "endpoint": "/x",
+                      "change": "set q: 1", "old": "(not set)", "new": '{"q": 1}'}]
+    assert derive.change_text({"m": 40, "b": -1}, {"m": 25, "b": -1}) == "m: 40 → 25"
+    assert derive.change_text({"m": 40}, None) == "removed (was m: 40)"
+    assert derive.change_text(False, True) == "false → true"
+
+
+def test_config_from_the_environment_then_the_data_dir(tmp_path: Path) -> None:
+    assert load_config({}).url == DEFAULT_URL and load_config({}).admin_token_source in ("none", "file")
+    (tmp_path / "admin.token").write_text("from-file-0123456789\n")
+    (tmp_path / "participant.token").write_text("reader-0123456789\n")
+    cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path), "THROTTLESCOPE_URL": "http://cp:9000/",
+                       "PROMETHEUS_URL": "http://prom:9090/", "THROTTLESCOPE_DASHBOARD_REFRESH": "5"})
+    assert (cfg.url, cfg.admin_token, cfg.read_token, cfg.admin_token_source) == (
+        "http://cp:9000", "from-file-0123456789", "from-file-0123456789", "file")
+    assert (cfg.prometheus_url, cfg.refresh_s) == ("http://prom:9090", 5.0)
+    cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path), "THROTTLESCOPE_ADMIN_TOKEN": "env-0123456789abcdef",
+                       "THROTTLESCOPE_DASHBOARD_REFRESH": "nonsense"})
+    assert (cfg.admin_token, cfg.admin_token_source, cfg.refresh_s) == ("env-0123456789abcdef", "env", 2.0)
+    (tmp_path / "admin.token").unlink()
+    cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path)})
+    assert (cfg.admin_token, cfg.read_token, cfg.admin_token_source) == (None, "reader-0123456789", "none")
+    assert "token" not in repr(cfg).replace("admin_token_source", "")
+

@@ -1,0 +1,105 @@
+"""AppTest on every page against a real control plane with two reporting participants (seeded by conftest)."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.controlplane.conftest import ADMIN
+
+from .conftest import APP, Stack
+
+pytestmark = pytest.mark.integration
+
+
+def run(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=30).run()
+    if page:
+        at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
+    return {m.label: (m.value, m.delta) for m in at.metric}
+
+
+def frame(at: AppTest, column: str):  # type: ignore[no-untyped-def]
+    """The first dataframe on the page that has ``column``."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def test_overview_shows_health_participants_freshness_and_the_most_throttled(dashboard_env: Stack) -> None:
+    cp = dashboard_env.cp.client(ADMIN)
+    at = run()
+    assert [t.value for t in at.title] == ["Overview"]
+    m = metrics(at)
+    assert m["Control plane"][0] == "up"
+    assert m["Participants alive"][0] == "2"
+    assert m["Data freshness"][0].endswith("s ago") and m["Data freshness"][1] == "live"
+    assert m["Policy version"][0] == str(cp.get("/healthz").json()["policyVersion"])
+    top = frame(at, "throttle s/s")
+    assert {"topic acme/web/clicks", "tenant beta"} <= set(top["target"])
+    assert (top["throttled"] > 0).all()
+    assert len(at.get("plotly_chart")) == 3
+    assert not at.warning   # fresh data: no staleness warning
+    assert [s.value for s in at.sidebar.success][0].startswith(f"Control plane up: {dashboard_env.cp.url}")
+
+
+def test_buckets_lists_every_level_and_filters_by_level_and_name(dashboard_env: Stack) -> None:
+    totals = dashboard_env.cp.client(ADMIN).get("/v1/state/buckets").json()["totals"]
+    at = run("buckets")
+    table = frame(at, "msgs tokens")
+    assert set(table["level"]) == {t["level"] for t in totals} >= {"broker", "resource_group", "tenant", "namespace",
+                                                                     "topic"}
+    assert set(table["name"]) == {t["name"] for t in totals}
+    clicks = table[table["name"] == "acme/web/clicks"].iloc[0]
+    assert clicks["participants"] == 2 and clicks["msgs limit"] == 80   # 40 msgs/s on each participant
+    assert len(at.get("plotly_chart")) >= 9
+    at.multiselect(key="buckets.levels").set_value(["topic"]).run()
+    at.text_input(key="buckets.name").set_value("clicks").run()
+    assert not at.exception
+    table = frame(at, "msgs tokens")
+    assert list(table["name"]) == ["acme/web/clicks"]
+    assert len(at.get("plotly_chart")) == 3
+    assert any(md.value.startswith("**topic acme/web/clicks**") for md in at.markdown)
+
+
+def test_fairness_shows_queues_shares_jain_and_resource_group_split(dashboard_env: Stack) -> None:
+    at = run("fairness")
+    assert [t.value for t in at.title] == ["Fairness"]
+    jains = {k: v for k, v in metrics(at).items() if k.startswith("Jain's index")}
+    assert {"Jain's index, namespace acme/web", "Jain's index, tenant acme"} <= set(jains)
+    assert all(0 < float(v[0]) <= 1 for v in jains.values())
+    groups = frame(at, "quota msgs/s")
+    assert set(groups["group"]) == {"rg-batch"} and groups["participant"].nunique() == 2
+    assert groups["quota msgs/s"].sum() == pytest.approx(40, abs=1)     # the group's quota, split
+    assert (groups["demand msgs/s"] >= groups["usage msgs/s"] - 1e-6).all()
+    queued = [d.value for d in at.dataframe if "waiting s" in d.value.columns]
+    for q in queued:   # queues come and go with the load; when there is one, it is in order
+        assert (q.groupby(["queue", "participant"])["position"].apply(lambda s: list(s) == list(range(1, len(s) + 1)))
+                .all())
+        assert set(q["producer"]) <= {"clicks-1", "clicks-2", "clicks-3", "views-1", "export-1", "export-2",
+                                      "load-1", "load-2"}
+
+
+def test_offload_and_mutations_show_permits_limited_reads_and_quotas(dashboard_env: Stack) -> None:
+    at = run("offload")
+    m = metrics(at)
+    assert m["Flow permits per process"][0] == "300,000 B/s"
+    assert int(m["Limited reads"][0].replace(",", "")) > 0
+    offload = frame(at, "permits bytes/s")
+    assert len(offload) == 2 and (offload["permits bytes/s"] == 300000).all()
+    mutations = frame(at, "throttle s")
+    assert {("alice", "etl-1"), ("bob", "console")} <= set(zip(mutations["user"], mutations["client id"], strict=True))
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_limits_shows_the_audit_log_and_who_applied_the_current_version(dashboard_env: Stack) -> None:
+    total = dashboard_env.cp.client(ADMIN).get("/admin/v2/audit").json()["total"]
+    at = run("limits")
+    audit = frame(at, "endpoint")
+    assert len(audit) == total >= 8
+    assert "/admin/v2/persistent/acme/web/clicks/publishRate" in set(audit["endpoint"])
+    applied = next(v for k, v in metrics(at).items() if k.startswith("Participants on policy version"))
+    assert applied == ("2 of 2", "all applied")

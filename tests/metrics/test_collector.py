@@ -1,0 +1,251 @@
+"""The collector on a fresh registry over a real LiveState (manual clock): aggregation across participants,
+departures and resets never making a total go backwards, folded topic labels, resource groups, policy versions,
+and every family matching the catalogue."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from metrics.catalogue import BY_NAME, CATALOGUE, PREFIX
+from metrics.collector import topic_labels_from_env
+from metrics.report import PolicySet, ResourceGroup, limit_key
+
+from .conftest import Env, bucket, counters, report
+
+pytestmark = pytest.mark.unit
+CLICKS = {"level": "topic", "kind": "publish", "name": "acme/web/clicks"}
+CLICKS_MSGS = {**CLICKS, "dimension": "msgs"}
+
+
+def test_gauges_combine_across_participants_as_the_catalogue_says(make_env) -> None:
+    env: Env = make_env()
+    env.send(report(env, "a", 1, buckets=[bucket(tokens=5, rate=20, capacity=20, period_s=2)],
+                    queues=[{"level": "topic", "name": "acme/web/clicks", "length": 3,
+                             "entries": [{"producer": "p1", "waiting_s": 0.5}, {"producer": "p2", "waiting_s": 0.2}]}],
+                    mutation_quotas=[{"user": "alice", "client_id": "etl", "tokens": -4, "rate": 3,
+                                      "throttle_time_s": 0.8}],
+                    offload={"limit_bytes_per_s": 1000, "reading_max_bytes": 700, "rate_bytes_per_s": 900}))
+    env.send(report(env, "b", 1, buckets=[bucket(tokens=-3, rate=10, capacity=10)],
+                    queues=[{"level": "topic", "name": "acme/web/clicks", "length": 1,
+                             "entries": [{"producer": "p3", "waiting_s": 1.5}]}],
+                    mutation_quotas=[{"user": "alice", "client_id": "etl", "tokens": 1, "rate": 2,
+                                      "throttle_time_s": 0}],
+                    offload={"reading_max_bytes": 300, "rate_bytes_per_s": 100}))
+    assert env.value("throttlescope_bucket_tokens", **CLICKS_MSGS) == 2
+    assert env.value("throttlescope_bucket_tokens_min", **CLICKS_MSGS) == -3
+    assert env.value("throttlescope_bucket_rate", **CLICKS_MSGS) == 20  # 20 per 2 s + 10 per 1 s
+    assert env.value("throttlescope_bucket_capacity", **CLICKS_MSGS) == 30
+    assert env.value("throttlescope_bucket_participants", **CLICKS) == 2
+    assert env.value("throttlescope_bucket_tokens", **{**CLICKS, "dimension": "bytes"}) is None  # unlimited
+    assert env.value("throttlescope_queue_length", level="topic", name="acme/web/clicks") == 4
+    assert env.value("throttlescope_queue_longest_wait_seconds", level="topic", name="acme/web/clicks") == 1.5
+    assert env.value("throttlescope_mutation_tokens", user="alice", client_id="etl") == -3
+    assert env.value("throttlescope_mutation_rate", user="alice", client_id="etl") == 5
+    assert env.value("throttlescope_mutation_throttle_time_seconds", user="alice", client_id="etl") == 0.8
+    assert env.value("brk_ledgeroffloader_ledger_reading_max_bytes") == 700
+    assert env.value("brk_ledgeroffloader_offload_rate") == 1000
+    assert env.value("throttlescope_offload_limit_bytes_per_second") == 1000  # only a has a limit
+    assert env.value("throttlescope_participants") == 2
+
+
+def test_counters_sum_over_participants_with_the_seed_and_reason_names(make_env) -> None:
+    env: Env = make_env()
+    env.send(report(env, "a", 1, counters=[counters(throttled=3, seconds=1.25, msgs=100, bytes_=1e4)],
+                    dispatch_throttled={"topic": 2, "subscription": 5},
+                    offload={"limited_total": 4, "offload_time_seconds_total": 2.5, "errors_total": 1,
+                             "read_bytes_total": 5000}))
+    env.send(report(env, "b", 1, counters=[counters(throttled=1, seconds=0.75, msgs=50, bytes_=5e3)],
+                    dispatch_throttled={"subscription": 1}))
+    assert env.value("throttlescope_throttled_total", **CLICKS) == 4
+    assert env.value("throttlescope_throttle_time_seconds_total", **CLICKS) == 2.0
+    assert env.value("throttlescope_admitted_messages_total", **CLICKS) == 150
+    assert env.value("throttlescope_admitted_bytes_total", **CLICKS) == 15000
+    assert env.value("throttlescope_dispatch_throttled_events_total", reason="subscription") == 6
+    assert env.value("throttlescope_dispatch_throttled_events_total", reason="topic") == 2
+    assert env.value("brk_ledgeroffloader_ledger_offload_limited_total") == 4
+    assert env.value("brk_ledgeroffloader_ledger_offload_time_total") == 2.5
+    assert env.value("brk_ledgeroffloader_offload_error_total") == 1
+    assert env.value("throttlescope_offload_read_bytes_total") == 5000
+
+
+def test_participants_that_leave_stop_being_exported_but_their_totals_stay(make_env) -> None:
+    env: Env = make_env()
+    env.send(report(env, "a", 1, buckets=[bucket(tokens=1)], counters=[counters(throttled=3, msgs=10)]))
+    env.send(report(env, "b", 1, buckets=[bucket(tokens=2)], counters=[counters(throttled=4, msgs=20)]))
+    assert env.value("throttlescope_participants_departed_total", reason="goodbye") == 0
+    assert env.live.goodbye("a")
+    assert env.value("throttlescope_bucket_tokens", **CLICKS_MSGS) == 2
+    assert env.value("throttlescope_throttled_total", **CLICKS) == 7
+    assert env.value("throttlescope_participants_departed_total", reason="goodbye") == 1
+    env.advance(2.5)  # b is silent for more than 2 intervals: expired at the next access
+    assert env.value("throttlescope_bucket_tokens", **CLICKS_MSGS) is None
+    assert env.value("throttlescope_bucket_participants", **CLICKS) is None
+    assert env.value("throttlescope_participants") == 0
+    assert env.value("throttlescope_participants_departed_total", reason="expired") == 1
+    assert env.value("throttlescope_throttled_total", **CLICKS) == 7
+    assert env.value("throttlescope_admitted_messages_total", **CLICKS) == 30
+
+
+def test_a_reset_or_vanished_counter_is_banked_so_the_total_never_goes_backwards(make_env) -> None:
+    env: Env = make_env()
+    seen = []
+    for seq, c in enumerate([[counters(throttled=10)], [counters(throttled=3)],   # restarted limiter: 10 banked
+                             [], [counters(throttled=1)], [counters(throttled=6)]], start=1):  # gone: 3 banked
+        env.send(report(env, "a", seq, counters=c))
+        seen.append(env.value("throttlescope_throttled_total", **CLICKS))
+        env.advance(0.5)
+    assert seen == [10, 13, 13, 14, 19]
+
+
+def test_an_ignored_report_changes_nothing(make_env) -> None:
+    env: Env = make_env()
+    env.send(report(env, "a", 5, counters=[counters(throttled=10)]))
+    accepted, _ = env.live.ingest(report(env, "a", 4, counters=[counters(throttled=1)]))  # out of sequence
+    assert not accepted
+    assert env.value("throttlescope_throttled_total", **CLICKS) == 10
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # a factory
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(["add", "reset", "leave"]),
+                          st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)),
+                max_size=40))
+def test_totals_are_exact_and_never_decrease(make_env, ops) -> None:
+    env: Env = make_env()
+    lifetimes: list[float] = []               # last value of each ended counter lifetime (the model)
+    value: dict[str, float] = {}              # participant id -> its counter now
+    seq: dict[str, int] = {}
+    ids = {p: p for p in "abc"}
+    last = 0.0
+    for who, op, x in ops:
+        pid = ids[who]
+        if op == "leave":
+            if pid in value:
+                env.live.goodbye(pid)
+                lifetimes.append(value.pop(pid))
+                ids[who] = pid + "'"
+            continue
+        if op == "reset" and value.get(pid, 0) > 0:  # restarts lower: what can be told from a report
+            lifetimes.append(value[pid])
+            value[pid] *= x / 2e12
+        else:
+            value[pid] = value.get(pid, 0.0) + x
+        seq[pid] = seq.get(pid, 0) + 1
+        env.send(report(env, pid, seq[pid], counters=[counters(seconds=value[pid])]))
+        total = env.value("throttlescope_throttle_time_seconds_total", **CLICKS)
+        assert total >= last
+        assert total == math.fsum([*lifetimes, *value.values()])
+        last = total
+
+
+def test_per_topic_labels_can_be_switched_off(make_env) -> None:
+    env: Env = make_env(topic_labels=False)
+    env.send(report(env, "a", 1,
+                    buckets=[bucket(tokens=2), bucket(name="acme/web/views", tokens=-5),
+                             bucket(level="broker", name="broker", tokens=7)],
+                    counters=[counters(throttled=2), counters(name="acme/web/views", throttled=3),
+                              counters(level="subscription", name="acme/web/clicks/s", kind="dispatch", throttled=1)],
+                    queues=[{"level": "topic", "name": "acme/web/clicks", "length": 1}]))
+    star = {"level": "topic", "kind": "publish", "name": "*"}
+    assert env.value("throttlescope_bucket_tokens", **star, dimension="msgs") == -3
+    assert env.value("throttlescope_bucket_tokens_min", **star, dimension="msgs") == -5
+    assert env.value("throttlescope_bucket_participants", **star) == 1
+    assert env.value("throttlescope_bucket_tokens", **CLICKS_MSGS) is None
+    assert env.value("throttlescope_bucket_tokens", level="broker", kind="publish", name="broker",
+                     dimension="msgs") == 7
+    assert env.value("throttlescope_throttled_total", **star) == 5
+    assert env.value("throttlescope_throttled_total", level="subscription", kind="dispatch", name="*") == 1
+    assert env.value("throttlescope_queue_length", level="topic", name="*") == 1
+    env.live.goodbye("a")
+    assert env.value("throttlescope_throttled_total", **star) == 5  # banked under the folded name
+
+
+def test_resource_groups_quota_usage_remote_usage_and_demand(make_env) -> None:
+    policies = PolicySet(version=2, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=100),
+                                                    "idle": ResourceGroup(dispatchRateInBytes=500)})
+    env: Env = make_env(policies=policies)
+
+    def usage(msgs: float, demand: float, name: str = "rg") -> dict:
+        return {"level": "resource_group", "name": name, "direction": "publish", "usage_msgs_per_s": msgs,
+                "demand_msgs_per_s": demand, "usage_bytes_per_s": 10 * msgs}
+    env.send(report(env, "a", 1, usage=[usage(70, 70), usage(5, 5, name="not-configured")]))
+    env.send(report(env, "b", 1, usage=[usage(30, 70)]))
+    pub = {"resource_group": "rg", "monitoring_class": "publish"}
+    assert env.value("throttlescope_resource_group_configured_quota", **pub, dimension="msgs") == 100
+    assert env.value("throttlescope_resource_group_configured_quota", **pub, dimension="bytes") is None
+    assert env.value("throttlescope_resource_group_calculated_quota", **pub, dimension="msgs") == pytest.approx(100)
+    assert env.value("throttlescope_resource_group_calculated_quota", **pub, dimension="bytes") is None
+    assert env.value("throttlescope_resource_group_usage", **pub, dimension="msgs") == 100
+    assert env.value("throttlescope_resource_group_usage", **pub, dimension="bytes") == 1000
+    assert env.value("throttlescope_resource_group_remote_usage", **pub, dimension="msgs") == 70  # as b sees it
+    assert env.value("throttlescope_resource_group_demand", **pub, dimension="msgs") == 140
+    assert env.value("throttlescope_resource_group_participants", **pub) == 2
+    assert env.value("throttlescope_resource_group_participants", resource_group="idle",
+                     monitoring_class="dispatch") == 0
+    assert env.value("throttlescope_resource_group_configured_quota", resource_group="idle",
+                     monitoring_class="dispatch", dimension="bytes") == 500
+    assert env.value("throttlescope_resource_group_usage", resource_group="not-configured",
+                     monitoring_class="publish", dimension="msgs") is None
+    # PIP-82 report suppression: a's unchanged usage is still counted
+    env.send(report(env, "a", 2, usage_unchanged=[limit_key("resource_group", "publish", "rg")]))
+    assert env.value("throttlescope_resource_group_usage", **pub, dimension="msgs") == 100
+
+
+def test_policy_versions_without_a_participant_label(make_env) -> None:
+    env: Env = make_env(policies=PolicySet(version=5))
+    assert env.value("throttlescope_participants") == 0
+    assert env.value("throttlescope_applied_policy_version_min") is None
+    assert env.value("throttlescope_participants_outdated") == 0
+    env.send(report(env, "a", 1, applied_policy_version=3))
+    env.send(report(env, "b", 1, applied_policy_version=5))
+    env.send(report(env, "c", 1, applied_policy_version=5))
+    assert env.value("throttlescope_policy_version") == 5
+    assert env.value("throttlescope_applied_policy_version_min") == 3
+    assert env.value("throttlescope_applied_policy_version_max") == 5
+    assert env.value("throttlescope_participants_outdated") == 1
+
+
+def test_report_latency_histogram(make_env) -> None:
+    env: Env = make_env()
+    env.collector.observe_report_latency(0.003)
+    env.collector.observe_report_latency(0.2)
+    assert env.value("throttlescope_report_latency_seconds_bucket", le="0.005") == 1
+    assert env.value("throttlescope_report_latency_seconds_bucket", le="+Inf") == 2
+    assert env.value("throttlescope_report_latency_seconds_count") == 2
+    assert env.value("throttlescope_report_latency_seconds_sum") == pytest.approx(0.203)
+
+
+def test_every_family_is_the_catalogue_entry_with_bounded_labels(make_env) -> None:
+    policies = PolicySet(version=1, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=10)})
+    env: Env = make_env(policies=policies)
+    env.send(report(env, "a", 1, buckets=[bucket()], counters=[counters()], dispatch_throttled={"broker": 1},
+                    queues=[{"level": "topic", "name": "t/n/x", "length": 0}],
+                    usage=[{"level": "resource_group", "name": "rg", "direction": "publish"}],
+                    offload={"limit_bytes_per_s": 10}, applied_policy_version=1,
+                    mutation_quotas=[{"user": "u", "client_id": "c", "tokens": 1}]))
+    env.collector.observe_report_latency(0.01)
+    families = list(env.collector.collect())
+    assert [f.name for f in families] == [m.name for m in CATALOGUE]
+    for family in families:
+        spec = BY_NAME[family.name]
+        assert (family.type, family.documentation) == (spec.type, spec.help)
+        assert family.samples, f"{spec.exposed} has no sample in a full report"
+        for sample in family.samples:
+            assert sample.name in spec.samples
+            assert set(sample.labels) - {"le"} == set(spec.labels)
+            assert not {"pid", "participant", "participant_id", "task", "host"} & set(sample.labels)
+        assert spec.name.startswith((PREFIX, "brk_ledgeroffloader_"))
+
+
+@pytest.mark.parametrize(("raw", "expected"), [({}, True), ({"THROTTLESCOPE_METRICS_TOPIC_LABELS": "0"}, False),
+                                               ({"THROTTLESCOPE_METRICS_TOPIC_LABELS": "on"}, True)])
+def test_topic_labels_setting(raw: dict[str, str], expected: bool) -> None:
+    assert topic_labels_from_env(raw) is expected
+
+
+def test_a_bad_topic_labels_setting_says_what_is_allowed() -> None:
+    with pytest.raises(ValueError, match=r"THROTTLESCOPE_METRICS_TOPIC_LABELS must be 1 .* or 0 .*got 'maybe'"):
+        topic_labels_from_env({"THROTTLESCOPE_METRICS_TOPIC_LABELS": "maybe"})
