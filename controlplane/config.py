@@ -1,7 +1,7 @@
 """Settings of the control plane: command-line flags over environment variables over defaults.
 
 ``python -m controlplane --host 127.0.0.1 --port 8000 --data-dir ./data`` (the defaults). Environment:
-THROTTLESCOPE_HOST, THROTTLESCOPE_PORT, THROTTLESCOPE_DATA_DIR, THROTTLESCOPE_REPORT_INTERVAL,
+THROTTLESCOPE_HOST, THROTTLESCOPE_PORT, THROTTLESCOPE_DATA_DIR, THROTTLESCOPE_REPORT_INTERVAL_S,
 THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL; tokens come from THROTTLESCOPE_ADMIN_TOKEN and THROTTLESCOPE_TOKEN
 (see auth.py). A value out of range stops the start with a message naming the flag or variable and what is allowed.
 """
@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "(default ./data; env THROTTLESCOPE_DATA_DIR)")
     p.add_argument("--report-interval", metavar="SECONDS",
                    help=f"report interval told to participants, {MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g} s "
-                        "(default 1; env THROTTLESCOPE_REPORT_INTERVAL); participants silent for twice this "
+                        "(default 1; env THROTTLESCOPE_REPORT_INTERVAL_S); participants silent for twice this "
                         "are removed")
     p.add_argument("--open-reads", action="store_const", const="1",
                    help="serve read endpoints without a token (env THROTTLESCOPE_OPEN_READS=1)")
@@ -112,7 +112,7 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
     host, src = pick(args.host, "THROTTLESCOPE_HOST")
     port, psrc = pick(args.port, "THROTTLESCOPE_PORT")
     data_dir, dsrc = pick(args.data_dir, "THROTTLESCOPE_DATA_DIR")
-    interval, isrc = pick(args.report_interval, "THROTTLESCOPE_REPORT_INTERVAL")
+    interval, isrc = pick(args.report_interval, "THROTTLESCOPE_REPORT_INTERVAL_S")
     open_reads, osrc = pick(args.open_reads, "THROTTLESCOPE_OPEN_READS")
     level, lsrc = pick(args.log_level, "THROTTLESCOPE_LOG_LEVEL")
     if data_dir is not None and not data_dir.strip():

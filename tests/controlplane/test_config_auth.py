@@ -23,7 +23,7 @@ def test_defaults() -> None:
 
 def test_env_then_flags_win() -> None:
     env = {"THROTTLESCOPE_HOST": "0.0.0.0", "THROTTLESCOPE_PORT": "9000", "THROTTLESCOPE_DATA_DIR": "/tmp/x",
-           "THROTTLESCOPE_REPORT_INTERVAL": "0.5", "THROTTLESCOPE_OPEN_READS": "true"}
+           "THROTTLESCOPE_REPORT_INTERVAL_S": "0.5", "THROTTLESCOPE_OPEN_READS": "true"}
     s = parse_settings([], env=env)
     assert (s.host, s.port, s.data_dir, s.report_interval_s, s.open_reads) == (
         "0.0.0.0", 9000, Path("/tmp/x"), 0.5, True)
@@ -37,7 +37,7 @@ def test_env_then_flags_win() -> None:
     (["--port", "70000"], {}, "1..65535"),
     ([], {"THROTTLESCOPE_PORT": "http"}, "THROTTLESCOPE_PORT must be an integer"),
     (["--report-interval", "0"], {}, "--report-interval must be a number of seconds 0.05..3600"),
-    ([], {"THROTTLESCOPE_REPORT_INTERVAL": "nan"}, "THROTTLESCOPE_REPORT_INTERVAL"),
+    ([], {"THROTTLESCOPE_REPORT_INTERVAL_S": "nan"}, "THROTTLESCOPE_REPORT_INTERVAL_S"),
     ([], {"THROTTLESCOPE_OPEN_READS": "maybe"}, "THROTTLESCOPE_OPEN_READS must be one of"),
     (["--host", "a b"], {}, "--host must be a host name"),
     (["--log-level", "loud"], {}, "--log-level must be one of"),
