@@ -104,15 +104,15 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
     args = _parser().parse_args(argv)
     defaults = Settings()
 
-    def pick(flag: str | None, var: str) -> tuple[str | None, str]:
+    def pick(flag: str | None, var: str, flag_name: str | None = None) -> tuple[str | None, str]:
         if flag is not None:
-            return flag, "--" + var.removeprefix("THROTTLESCOPE_").lower().replace("_", "-")
+            return flag, flag_name or "--" + var.removeprefix("THROTTLESCOPE_").lower().replace("_", "-")
         return env.get(var), var
 
     host, src = pick(args.host, "THROTTLESCOPE_HOST")
     port, psrc = pick(args.port, "THROTTLESCOPE_PORT")
     data_dir, dsrc = pick(args.data_dir, "THROTTLESCOPE_DATA_DIR")
-    interval, isrc = pick(args.report_interval, "THROTTLESCOPE_REPORT_INTERVAL_S")
+    interval, isrc = pick(args.report_interval, "THROTTLESCOPE_REPORT_INTERVAL_S", "--report-interval")
     open_reads, osrc = pick(args.open_reads, "THROTTLESCOPE_OPEN_READS")
     level, lsrc = pick(args.log_level, "THROTTLESCOPE_LOG_LEVEL")
     if data_dir is not None and not data_dir.strip():
