@@ -1,0 +1,183 @@
+"""Spark helpers: put a task's output through the limiters, one batch at a time.
+
+How it works and why
+--------------------
+Inside a Spark task each helper takes a producer from this process's participant (``collectors.runtime``:
+one per Python worker, reused across tasks) and, for every batch it passes on, calls
+``producer.acquire(msgs=rows, bytes=size)`` *before* yielding the batch downstream. While any level says the
+producer is over its limit, ``acquire`` waits on an event -- the task simply stops pulling its input, so nothing
+is dropped and nothing spins. Accounting is per batch, never per row: a row iterator is grouped into batches of
+``batch_rows`` (default 100) so the limiter costs one call per batch, and pandas/Arrow batches are charged whole.
+
+- ``throttle_rows(rows, topic)``        for ``rdd.mapPartitions`` / ``df.rdd.mapPartitions``: yields the same
+                                        rows, ``batch_rows`` at a time. ``topic`` may be a function of the row
+                                        (per-record identity): a batch is then charged per topic it holds.
+- ``throttle_pandas(topic)``            returns a function for ``df.mapInPandas(f, schema)``.
+- ``throttle_arrow(topic)``             returns a function for ``df.mapInArrow(f, schema)``.
+- ``throttle_foreach_batch(sink, topic)`` wraps a streaming ``foreachBatch`` sink: each micro-batch is passed
+                                        through ``mapInArrow`` with the limiter, then given to ``sink``.
+- ``configure(builder, url, token)``    passes THROTTLESCOPE_URL, the token and the report interval to every
+                                        executor (``spark.executorEnv.*``) and makes the workers run this
+                                        interpreter (``PYSPARK_PYTHON``, unless set already), so the limiter
+                                        library is importable there.
+
+Sizes: Arrow batches are charged their ``nbytes``; pandas batches the Arrow size of their columns (numeric
+columns by their buffer size, which is what Arrow holds; other columns converted to find out). Rows of an RDD are
+charged ``row_bytes(row)`` (default: the length of ``str(row)``, UTF-8) -- pass a cheaper or truer one if you have it.
+
+The first producer a Python worker hands out waits (at most ``THROTTLESCOPE_READY_TIMEOUT_S``, default 10 s) for
+the control plane's first answer, so a task never starts sending before its worker knows the limits.
+
+A producer is named ``<topic>#p<partition>`` after the Spark partition that sends (the TaskContext's), or the
+``producer`` argument: the fairness queue then shows which task waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+__all__ = ["throttle_rows", "throttle_pandas", "throttle_arrow", "throttle_foreach_batch", "configure",
+           "DEFAULT_BATCH_ROWS", "arrow_size_of_pandas"]
+
+DEFAULT_BATCH_ROWS = 100
+DEFAULT_READY_TIMEOUT_S = 10.0
+log = logging.getLogger(__name__)
+_ENV_PASSED = ("THROTTLESCOPE_URL", "THROTTLESCOPE_TOKEN", "THROTTLESCOPE_REPORT_INTERVAL_S", "THROTTLESCOPE_APP_ID",
+               "THROTTLESCOPE_READY_TIMEOUT_S")
+
+
+def _producer(topic: str, name: str | None, options: dict[str, Any]):
+    from .runtime import participant  # imported in the worker, not when Spark pickles the function
+
+    runtime = participant()
+    # A new Python worker knows no limits until its first report is answered; a task that started sending at
+    # once would run unlimited for that long. So the first producer of a process waits (bounded) for it.
+    if not runtime.wait_ready(_ready_timeout_s()):
+        log.warning("throttlescope: no answer from the control plane within %.0f s; sending under the limits "
+                    "known so far and applying the policies when they arrive", _ready_timeout_s())
+    return runtime.producer(topic, name or f"{topic}#p{_partition_id()}", **options)
+
+
+def _ready_timeout_s() -> float:
+    text = os.environ.get("THROTTLESCOPE_READY_TIMEOUT_S", "")
+    try:
+        value = float(text) if text else DEFAULT_READY_TIMEOUT_S
+    except ValueError:
+        raise ValueError(f"THROTTLESCOPE_READY_TIMEOUT_S must be a number of seconds >= 0, got {text!r}") from None
+    if not value >= 0:
+        raise ValueError(f"THROTTLESCOPE_READY_TIMEOUT_S must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _partition_id() -> str:
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return "?"
+    context = TaskContext.get()
+    return str(context.partitionId()) if context is not None else "driver"
+
+
+def _row_bytes(row: Any) -> int:
+    return len(str(row).encode())
+
+
+def throttle_rows(
+    rows: Iterable[Any],
+    topic: str | Callable[[Any], str],
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    row_bytes: Callable[[Any], int] = _row_bytes,
+    producer: str | None = None,
+    **producer_options: Any,
+) -> Iterator[Any]:
+    """Yield ``rows`` unchanged, acquiring ``batch_rows`` rows at a time from the topic's producer(s)."""
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
+    producers: dict[str, Any] = {}
+    iterator = iter(rows)
+    while batch := list(islice(iterator, batch_rows)):
+        if isinstance(topic, str):
+            groups = {topic: batch}
+        else:
+            groups = {}
+            for row in batch:
+                groups.setdefault(topic(row), []).append(row)
+        for name, group in groups.items():
+            if name not in producers:
+                producers[name] = _producer(name, producer, producer_options)
+            producers[name].acquire(msgs=len(group), bytes=sum(row_bytes(r) for r in group))
+        yield from batch
+
+
+def arrow_size_of_pandas(frame: Any) -> int:
+    """The Arrow size of a pandas batch: numeric columns by their buffers, the others by converting them."""
+    import pyarrow as pa
+
+    total = 0
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype.kind in "biufcmM":
+            total += column.to_numpy(copy=False).nbytes
+        else:
+            total += pa.array(column, from_pandas=True).nbytes
+    return total
+
+
+def throttle_pandas(topic: str, *, producer: str | None = None, **producer_options: Any):
+    """A function for ``df.mapInPandas(f, df.schema)`` that passes each batch on after acquiring it."""
+
+    def throttled(frames: Iterator[Any]) -> Iterator[Any]:
+        limiter = _producer(topic, producer, producer_options)
+        for frame in frames:
+            limiter.acquire(msgs=len(frame), bytes=arrow_size_of_pandas(frame))
+            yield frame
+
+    return throttled
+
+
+def throttle_arrow(topic: str, *, producer: str | None = None, **producer_options: Any):
+    """A function for ``df.mapInArrow(f, df.schema)`` that passes each RecordBatch on after acquiring it."""
+
+    def throttled(batches: Iterator[Any]) -> Iterator[Any]:
+        limiter = _producer(topic, producer, producer_options)
+        for batch in batches:
+            limiter.acquire(msgs=batch.num_rows, bytes=batch.nbytes)
+            yield batch
+
+    return throttled
+
+
+def throttle_foreach_batch(sink: Callable[[Any, int], None], topic: str, **producer_options: Any):
+    """Wrap a ``foreachBatch`` sink so every micro-batch reaches it through the limiter (on the executors)."""
+
+    def throttled_sink(batch_df: Any, batch_id: int) -> None:
+        sink(batch_df.mapInArrow(throttle_arrow(topic, **producer_options), batch_df.schema), batch_id)
+
+    return throttled_sink
+
+
+def configure(builder: Any, url: str | None = None, token: str | None = None, **env: str) -> Any:
+    """Pass the control plane's address and token (default: this process's environment) to every executor,
+    and make the Python workers run this interpreter. Works on a ``SparkSession.Builder`` or a ``SparkConf``."""
+    values = {name: os.environ[name] for name in _ENV_PASSED if os.environ.get(name)}
+    if url:
+        values["THROTTLESCOPE_URL"] = url
+    if token:
+        values["THROTTLESCOPE_TOKEN"] = token
+    values.update(env)
+    setter = builder.config if hasattr(builder, "config") else builder.set
+    for name, value in values.items():
+        setter(f"spark.executorEnv.{name}", value)
+    # PySpark takes the workers' interpreter from PYSPARK_PYTHON in the driver's environment when the
+    # SparkContext starts (``spark.pyspark.python`` only reaches spark-submit launched drivers): set both,
+    # keeping an interpreter the user chose explicitly.
+    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    setter("spark.pyspark.python", python)
+    setter("spark.pyspark.driver.python", sys.executable)
+    return builder
