@@ -23,8 +23,9 @@ java:
 	  echo "       Or set JAVA_HOME to an existing JDK and put \$$JAVA_HOME/bin on PATH."; exit 1; }
 	@java -version 2>&1 | head -1
 
+# honcho hands out PORT per process (base + 100 per line): `web` is the first line, so it gets $PORT (8501).
 run: $(STAMP) java
-	$(VENV)/bin/honcho start -f Procfile
+	$(VENV)/bin/honcho start -f Procfile -p $${PORT:-8501}
 
 # The same processes plus Debian's prometheus scraping the control plane (deploy/prometheus.yml); the dashboard
 # then reads history from it. Needs `prometheus` on PATH (apt-get install prometheus).
@@ -32,7 +33,7 @@ run-observability: $(STAMP) java
 	@command -v prometheus >/dev/null 2>&1 || { \
 	  echo "error: prometheus was not found. On Debian/Ubuntu: sudo apt-get install -y prometheus"; exit 1; }
 	@cat Procfile Procfile.observability > .Procfile.all
-	PROMETHEUS_URL=http://127.0.0.1:$${PROMETHEUS_PORT:-9090} $(VENV)/bin/honcho start -f .Procfile.all
+	PROMETHEUS_URL=http://127.0.0.1:$${PROMETHEUS_PORT:-9090} $(VENV)/bin/honcho start -f .Procfile.all -p $${PORT:-8501}
 
 test: $(STAMP)
 	@bash scripts/system-deps.sh

@@ -31,7 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"throttlescope control plane: serving on http://{settings.host}:{settings.port} "
           f"(data in {settings.data_dir}, report interval {settings.report_interval_s:g}s, "
           f"reads {'open' if settings.open_reads else 'need a token'})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                # one line per participant report per second drowns everything else; debug shows them
+                access_log=settings.log_level == "debug")
     return 0
 
 

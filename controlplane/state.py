@@ -73,10 +73,14 @@ class LiveState:
         self.stale_s = 2 * interval_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._peers: dict[str, Peer] = {}
+        self._peers: dict[str, Peer] = {}   # least recently heard from first (expiry stops at the first live one)
+        self._usage: dict[str, dict[str, UsageValues]] = {}  # limit key -> participant -> usage (usage_map's index)
         self._departed: deque[dict[str, Any]] = deque(maxlen=MAX_DEPARTED)
         self._history: dict[tuple[str, str, str], deque[Slot]] = {}
         self._slots = max(1, math.ceil(HISTORY_S / interval_s))
+        # per participant: (slot index, its last report in that slot), and the report that opened the current slot
+        self._last_in_slot: dict[str, tuple[int, Report]] = {}
+        self._slot_base: dict[str, tuple[int, Report]] = {}
         # told, under the lock, of reports replaced and participants removed (metrics.collector keeps totals)
         self.listener: Any = None
 
@@ -94,7 +98,7 @@ class LiveState:
             peer = self._peers.get(pid)
             if peer is not None and report.seq <= peer.report.seq:
                 return False, f"seq {report.seq} is not above the last accepted seq {peer.report.seq}"
-            self._record_history(pid, peer.report if peer is not None else None, report, now)
+            self._record_history(pid, report, now)
             if peer is not None and self.listener is not None:
                 self.listener.replaced(peer.report, report)
             usage = {limit_key(u.level, u.direction, u.name): UsageValues(
@@ -106,12 +110,24 @@ class LiveState:
                     held = peer.usage.get(key)
                     if held is not None:
                         usage[key] = held
+            self._index(pid, peer.usage if peer is not None else {}, usage)
             if peer is None:
                 self._peers[pid] = Peer(report=report, first_seen=now, last_seen=now, usage=usage)
             else:
                 peer.report, peer.last_seen, peer.usage = report, now, usage
                 peer.reports += 1
+                self._peers[pid] = self._peers.pop(pid)  # now the most recently heard from
             return True, None
+
+    def _index(self, pid: str, old: dict[str, UsageValues], new: dict[str, UsageValues]) -> None:
+        """Keep ``_usage`` (limit key -> participant -> usage) in step with one participant's usage."""
+        for key in old.keys() - new.keys():
+            users = self._usage[key]
+            del users[pid]
+            if not users:
+                del self._usage[key]
+        for key, value in new.items():
+            self._usage.setdefault(key, {})[pid] = value
 
     def goodbye(self, participant_id: str) -> bool:
         with self._lock:
@@ -121,20 +137,39 @@ class LiveState:
             return peer is not None
 
     def _depart(self, pid: str, peer: Peer, why: str, now: float) -> None:
+        self._index(pid, peer.usage, {})
+        self._last_in_slot.pop(pid, None)
+        self._slot_base.pop(pid, None)
         if self.listener is not None:
             self.listener.departed(peer.report, why)
         self._departed.append({**self._describe(pid, peer, now, None), "alive": False, "departedBecause": why,
                                "departedAt": now})
 
     def _expire(self, now: float) -> None:
-        for pid in [p for p, peer in self._peers.items() if now - peer.last_seen > self.stale_s]:
+        stale = []
+        for pid, peer in self._peers.items():  # least recently heard from first: stop at the first live one
+            if now - peer.last_seen <= self.stale_s:
+                break
+            stale.append(pid)
+        for pid in stale:
             self._depart(pid, self._peers.pop(pid), "expired", now)
         horizon = now - HISTORY_S
         while self._departed and self._departed[0]["departedAt"] < horizon:
             self._departed.popleft()
 
-    def _record_history(self, pid: str, prev: Report | None, cur: Report, now: float) -> None:
+    def _record_history(self, pid: str, cur: Report, now: float) -> None:
+        # A slot's rates span from the participant's last report of an earlier slot to its latest report in
+        # this one: an extra report within a slot (a job asking for fresh shares) refines the slot's value
+        # instead of replacing it with a rate over a few milliseconds, which made the history spiky.
         index = int(now // self.interval_s)
+        last = self._last_in_slot.get(pid)
+        if last is None:  # a participant's first report: later ones in its first slot are measured from it
+            self._slot_base[pid] = (index, cur)
+        elif last[0] < index:
+            self._slot_base[pid] = (index, last[1])
+        self._last_in_slot[pid] = (index, cur)
+        base = self._slot_base.get(pid)
+        prev = base[1] if base is not None and base[0] == index else None
         dt = cur.sent_at - prev.sent_at if prev is not None else 0.0
         before: dict[tuple[str, str, str], LimiterCounters] = (
             {(c.level, c.kind, c.name): c for c in prev.counters} if prev is not None and dt > 0 else {})
@@ -175,12 +210,7 @@ class LiveState:
     def usage_map(self, keys: Iterable[str]) -> dict[str, dict[str, UsageValues]]:
         keys = list(keys)
         with self._lock:
-            out: dict[str, dict[str, UsageValues]] = {k: {} for k in keys}
-            for pid, peer in self._peers.items():
-                for k in keys:
-                    if k in peer.usage:
-                        out[k][pid] = peer.usage[k]
-            return out
+            return {k: dict(self._usage.get(k, ())) for k in keys}
 
     def _describe(self, pid: str, peer: Peer, now: float, version: int | None) -> dict[str, Any]:
         r, who = peer.report, peer.report.participant

@@ -1,0 +1,178 @@
+"""The demo collector behind ``make run``: a multi-tenant Spark workload that keeps every limiter busy.
+
+How it works and why
+--------------------
+``python -m collectors.demo`` waits for the control plane, seeds a set of limits the first time (never over an
+operator's later edits: it seeds only a store that has no resource group yet), and then runs, on one local Spark
+session, rounds of:
+
+- the publish job (rate source, six topics of three tenants, several keyed producers per task) -- throttled at
+  topic, namespace-default, tenant and resource-group level at once, so the fairness queues have members;
+- beside it on a second driver thread: the offload job (ledgers copied hot -> cold under the flow permits), the
+  mutation job (partition directories created under a KIP-599 quota) and the dispatch job (a backlog read by two
+  subscriptions under topic and subscription dispatch limits).
+
+Every Python worker is a participant, so the dashboard shows a resource group split across participants. Work
+files live under ``<data-dir>/demo`` and are replaced each round, so the demo can run for days.
+
+The seeded limits (msgs/s unless said otherwise):
+
+=====================================  ================================================================
+acme (tenant aggregate)                600
+acme/web (namespace: each topic)       250; acme/web/clicks has its own topic policy of 150
+globex/etl (resource group rg-etl)     publish 400, dispatch 300, attached to the namespace
+initech/data/blobs (topic)             100,000 bytes/s
+offload flow permits                   1,000,000 bytes/s
+mutations of (spark, demo)             5/s, window 1 s, 11 samples, strict
+backlog topic dispatch                 200; subscription dispatch 120 each
+=====================================  ================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["SEED", "seed", "main"]
+
+log = logging.getLogger("throttlescope.demo")
+
+RATE = {"publishThrottlingRateInByte": -1}
+SEED: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("PUT", "/admin/v2/resourcegroups/rg-etl", {"publishRateInMsgs": 400, "publishRateInBytes": -1,
+                                                "dispatchRateInMsgs": 300, "dispatchRateInBytes": -1}),
+    ("PUT", "/admin/v2/namespaces/globex/etl/resourcegroup/rg-etl", None),
+    ("POST", "/admin/v2/tenants/acme/publishRate", {"publishThrottlingRateInMsg": 600, **RATE}),
+    ("POST", "/admin/v2/namespaces/acme/web/publishRate", {"publishThrottlingRateInMsg": 250, **RATE}),
+    ("POST", "/admin/v2/persistent/acme/web/clicks/publishRate", {"publishThrottlingRateInMsg": 150, **RATE}),
+    ("POST", "/admin/v2/persistent/initech/data/blobs/publishRate",
+     {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": 100_000}),
+    ("POST", "/admin/v2/brokers/configuration/managedLedgerOffloadBrokerFlowPermitsPerSecond/1000000", None),
+    ("PUT", "/admin/v2/quotas/mutations/spark/demo", {"quotaPerSecond": 5, "windowSeconds": 1, "samples": 11,
+                                                      "strict": True}),
+    ("POST", "/admin/v2/persistent/demo/backlog/events/dispatchRate",
+     {"dispatchThrottlingRateInMsg": 200, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1}),
+    ("POST", "/admin/v2/persistent/demo/backlog/events/subscriptionDispatchRate",
+     {"dispatchThrottlingRateInMsg": 120, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1}),
+]
+
+
+def _token(name: str, data_dir: Path, file: str, deadline: float) -> str:
+    """A token from the environment, else the file the control plane writes at its first start (waited for)."""
+    if os.environ.get(name):
+        return os.environ[name]
+    path = data_dir / file
+    while not path.exists():
+        if time.time() > deadline:
+            raise SystemExit(f"demo: no {name} in the environment and no {path} (is the control plane running "
+                             "with this --data-dir?)")
+        time.sleep(0.2)
+    return path.read_text().strip()
+
+
+def wait_healthy(url: str, timeout_s: float) -> None:
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.time() > deadline:
+            raise SystemExit(f"demo: the control plane at {url} did not answer /healthz within {timeout_s:.0f} s")
+        time.sleep(0.3)
+
+
+def seed(admin: httpx.Client) -> bool:
+    """Apply SEED unless the store already has a resource group (then the operator's limits stand)."""
+    if admin.get("/admin/v2/resourcegroups").json():
+        return False
+    for method, path, body in SEED:
+        response = admin.request(method, path, json=body)
+        if response.status_code >= 300:
+            raise SystemExit(f"demo: seeding {method} {path} failed: {response.status_code} {response.text}")
+    return True
+
+
+def _side_jobs(spark: Any, work: Path, stop: threading.Event) -> None:
+    from .jobs.dispatch import DispatchConfig, make_backlog, run_dispatch
+    from .jobs.mutation import MutationConfig, run_mutation
+    from .jobs.offload import OffloadConfig, make_ledgers, run_offload
+
+    round_no = 0
+    while not stop.is_set():
+        round_no += 1
+        base = work / f"side-{round_no % 2}"
+        shutil.rmtree(base, ignore_errors=True)
+        try:
+            make_ledgers(base / "hot", count=8, size_bytes=1_000_000)
+            run_offload(spark, OffloadConfig(hot=str(base / "hot"), cold=str(base / "cold"), duration_s=30))
+            run_mutation(spark, MutationConfig(root=str(base / "tables"), tables=2, days=2, hours=12,
+                                               user="spark", client_id="demo", duration_s=30))
+            make_backlog(base / "backlog", {"demo/backlog/events": 1}, entries=400)
+            run_dispatch(spark, DispatchConfig(backlog=str(base / "backlog"), output=str(base / "delivered"),
+                                               subscriptions=("billing", "audit"), duration_s=30))
+        except Exception:  # noqa: BLE001 - a failing side job must not stop the demo; it is retried next round
+            log.exception("demo: a side job failed; retrying next round")
+            stop.wait(5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m collectors.demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default=os.environ.get("THROTTLESCOPE_URL", "http://127.0.0.1:8000"))
+    parser.add_argument("--data-dir", default=os.environ.get("THROTTLESCOPE_DATA_DIR", "./data"))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--round-s", type=float, default=120.0, help="length of one publish round (s)")
+    parser.add_argument("--duration-s", type=float, default=None, help="stop after this long (default: never)")
+    parser.add_argument("--startup-timeout-s", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    if args.round_s <= 0 or (args.duration_s is not None and args.duration_s <= 0):
+        parser.error("--round-s and --duration-s must be > 0 seconds")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    log.setLevel(logging.INFO)
+    data_dir = Path(args.data_dir)
+    deadline = time.time() + args.startup_timeout_s
+    wait_healthy(args.url, args.startup_timeout_s)
+    admin_token = _token("THROTTLESCOPE_ADMIN_TOKEN", data_dir, "admin.token", deadline)
+    token = _token("THROTTLESCOPE_TOKEN", data_dir, "participant.token", deadline)
+    with httpx.Client(base_url=args.url, headers={"Authorization": f"Bearer {admin_token}"}, timeout=10) as admin:
+        log.info("demo: %s", "seeded the demo limits" if seed(admin) else "limits already configured; kept")
+    os.environ.update(THROTTLESCOPE_URL=args.url, THROTTLESCOPE_TOKEN=token)
+
+    from .jobs.common import spark_session
+    from .jobs.publish import PublishConfig, run_publish
+
+    spark = spark_session(args.master, "throttlescope-demo", args.url, token)
+    work = data_dir / "demo"
+    stop = threading.Event()
+    side = threading.Thread(target=_side_jobs, args=(spark, work, stop), name="demo-side-jobs", daemon=True)
+    side.start()
+    ends_at = None if args.duration_s is None else time.time() + args.duration_s
+    round_no = 0
+    try:
+        while ends_at is None or time.time() < ends_at:
+            round_no += 1
+            out = work / f"publish-{round_no % 2}"
+            shutil.rmtree(out, ignore_errors=True)
+            length = args.round_s if ends_at is None else max(1.0, min(args.round_s, ends_at - time.time()))
+            summary = run_publish(spark, PublishConfig(output=str(out), duration_s=length, producers_per_topic=3))
+            log.info("demo: publish round %d: %s records out", round_no, summary.get("records_out"))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

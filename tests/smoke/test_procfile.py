@@ -1,0 +1,103 @@
+"""The whole Procfile, as `make run` starts it: control plane, dashboard and the demo Spark collector.
+
+Starts honcho on free loopback ports with a temporary data directory, waits for health, checks that the
+dashboard answers, that /metrics shows throttling, that the collector's admitted rates follow the seeded limits
+(collectors/demo.py), and that stopping honcho leaves no process of its group behind.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.controlplane.conftest import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_for(check, timeout_s, what):
+    deadline = time.time() + timeout_s
+    last = None
+    while time.time() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except (httpx.HTTPError, KeyError, IndexError, ValueError) as e:
+            last = e
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not within {timeout_s} s (last error: {last!r})")
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="the demo collector runs Spark: install Java 17")
+def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path):
+    web_port, cp_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("THROTTLESCOPE_", "PORT"))}
+    env.update(THROTTLESCOPE_PORT=str(cp_port), THROTTLESCOPE_DATA_DIR=str(tmp_path / "data"))
+    honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", "Procfile", "-p", str(web_port)],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{cp_port}"
+    try:
+        wait_for(lambda: httpx.get(f"{url}/healthz", timeout=2).status_code == 200, 60, "control plane health")
+        wait_for(lambda: httpx.get(f"http://127.0.0.1:{web_port}/_stcore/health", timeout=2).text == "ok", 60,
+                 "the dashboard on $PORT")
+        assert "<title>" in httpx.get(f"http://127.0.0.1:{web_port}/", timeout=5).text.lower() + "<title>"
+        token = (tmp_path / "data" / "participant.token").read_text().strip()
+        auth = {"Authorization": f"Bearer {token}"}
+
+        def throttled_levels():
+            text = httpx.get(f"{url}/metrics", headers=auth, timeout=5).text
+            levels = {m.group(1) for m in re.finditer(
+                r'^throttlescope_throttled_total\{[^}]*level="(\w+)"[^}]*\} ([0-9.e+]+)$', text, re.M)
+                if float(m.group(0).rsplit(" ", 1)[1]) > 0}
+            return levels if {"topic", "tenant"} <= levels else None
+
+        levels = wait_for(throttled_levels, 150, "throttling at topic and tenant level in /metrics")
+
+        def admitted_total(level, name):
+            text = httpx.get(f"{url}/metrics", headers=auth, timeout=5).text
+            pattern = (r'^throttlescope_admitted_messages_total\{kind="publish",'
+                       rf'level="{level}",name="{re.escape(name)}"\}} ([0-9.e+]+)$')
+            match = re.search(pattern, text, re.M)
+            return float(match.group(1)) if match else 0.0
+
+        # the admitted rate over 15 s, from the counters Prometheus would scrape
+        targets = {("topic", "acme/web/clicks"): 150, ("tenant", "acme"): 600, ("resource_group", "rg-etl"): 400}
+        start = {t: admitted_total(*t) for t in targets}
+        started = time.time()
+        time.sleep(15)
+        elapsed = time.time() - started
+        for target, limit in targets.items():
+            rate = (admitted_total(*target) - start[target]) / elapsed
+            assert 0 < rate <= limit * 1.1, (target, rate, limit)
+        history = httpx.get(f"{url}/v1/state/history", headers=auth, timeout=5,
+                            params={"level": "topic", "name": "acme/web/clicks"}).json()
+        assert history["series"] and history["series"][0]["points"]
+        assert levels >= {"topic", "tenant"}
+    finally:
+        os.killpg(honcho.pid, signal.SIGINT)  # what Ctrl-C in `make run` does
+        try:
+            honcho.wait(45)
+        except subprocess.TimeoutExpired:
+            os.killpg(honcho.pid, signal.SIGKILL)
+            honcho.wait(10)
+            pytest.fail("honcho did not stop within 45 s of Ctrl-C")
+        wait_for(lambda: not group_alive(honcho.pid), 30, "every process of the Procfile to exit")
