@@ -1,0 +1,122 @@
+"""Spark throughput with a non-binding limiter against the same job without one, side by side in one run.
+
+The job: ``spark.range(N)`` with a string and a double column (cached, so the runs measure the data path
+through Python), passed through ``mapInArrow`` and written to Spark's ``noop`` sink (which forces every row
+through, and writes nothing), on a local[2] session. Two variants of the ``mapInArrow`` function:
+
+- *none*: yields each Arrow batch unchanged;
+- *limited*: ``collectors.spark.throttle_arrow`` -- each batch acquired (msgs = rows, bytes = the batch's Arrow
+  size) from a producer under real token buckets at broker, tenant and topic level, limits far above what the
+  job can reach (non-binding), so the figure is the limiter's overhead, not throttling.
+
+No control plane: the workers' participants enforce local limits only (the THROTTLESCOPE_* variables are
+cleared for the run). After warm-up runs of each, runs alternate in pairs (none then limited, limited then
+none, ...) so drift in the machine affects both alike; the figure is the median of the per-pair ratios
+(limited / none rows/s), each variant's rows/s the median of its runs. Goal: >= 0.95. Arrow batches hold
+10,000 rows (Spark's default), so the limiter is called once per 10,000 rows. ``quick`` uses a smaller dataset
+and fewer runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from .common import median, row
+
+SECTION = "spark"
+TOPIC = "bench/spark/rows"
+HUGE = 1e12
+
+
+def _limited(batches: Iterator[Any]) -> Iterator[Any]:
+    from collectors.runtime import participant
+    from collectors.spark import throttle_arrow
+    from limiter.policy import Level, Rate
+
+    limits = participant().limits
+    limits.set_limit(Level.BROKER, "broker", Rate(HUGE, HUGE))
+    limits.set_limit(Level.TENANT, "bench", Rate(HUGE, HUGE))
+    limits.set_topic_policy(Level.TOPIC, TOPIC, Rate(HUGE, HUGE))
+    yield from throttle_arrow(TOPIC)(batches)
+
+
+def _none(batches: Iterator[Any]) -> Iterator[Any]:
+    yield from batches
+
+
+def _session() -> Any:
+    from collectors.jobs.common import spark_session
+
+    spark = spark_session("local[2]", "throttlescope-bench", conf={
+        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _rows_per_s(df: Any, fn: Any, rows: int) -> float:
+    start = time.perf_counter()
+    df.mapInArrow(fn, df.schema).write.format("noop").mode("overwrite").save()
+    return rows / (time.perf_counter() - start)
+
+
+def _overhead_us_per_batch(batches: int) -> float:
+    """In this process, without Spark: µs that ``_limited`` adds per Arrow batch over ``_none``."""
+    import pyarrow as pa
+
+    from collectors.runtime import reset_participant
+
+    batch = pa.RecordBatch.from_pydict({"id": list(range(10_000))})
+    try:
+        timings = {}
+        for fn in (_none, _limited, _none, _limited):
+            start = time.perf_counter()
+            for _ in fn(iter([batch] * batches)):
+                pass
+            timings[fn] = (time.perf_counter() - start) / batches * 1e6
+        return max(0.0, timings[_limited] - timings[_none])
+    finally:
+        reset_participant(goodbye=False)
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    rows, warm_up, pairs = (1_000_000, 2, 5) if quick else (4_000_000, 3, 7)
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("THROTTLESCOPE_")}
+    spark = _session()
+    try:
+        df = spark.range(rows, numPartitions=4).selectExpr("id", "cast(id as string) as key", "id * 0.5 as value")
+        df = df.cache()
+        df.count()
+        for _ in range(warm_up):  # the JVM's JIT keeps speeding the data path up for several runs
+            _rows_per_s(df, _none, rows)
+            _rows_per_s(df, _limited, rows)
+        plain, limited = [], []
+        for i in range(pairs):
+            order = ((_none, plain), (_limited, limited)) if i % 2 == 0 else ((_limited, limited), (_none, plain))
+            for fn, out in order:
+                out.append(_rows_per_s(df, fn, rows))
+        overhead_us = _overhead_us_per_batch(2_000 if quick else 20_000)
+    finally:
+        spark.stop()
+        os.environ.update(saved)
+    ratios = [a / b for a, b in zip(limited, plain, strict=True)]
+    ratio = median(ratios)  # each pair ran back to back: slow drift of the machine cancels out
+    note = f"local[2], {rows:,} rows, mapInArrow -> noop, median of {pairs} alternating runs"
+    return [
+        row(SECTION, "mapInArrow, no limiter", median(plain), "rows/s", note=note),
+        row(SECTION, "mapInArrow, throttle_arrow (non-binding limits)", median(limited), "rows/s", note=note),
+        row(SECTION, "throughput with a non-binding limiter / without", ratio, "x", ">= 0.95x", ratio >= 0.95,
+            note=f"median of per-pair ratios {', '.join(f'{r:.2f}' for r in ratios)} (run-to-run noise is "
+                 f"larger than the limiter's cost: {len(plain) * rows // 10_000} acquire calls in all)"),
+        row(SECTION, "throttle_arrow cost per 10,000-row Arrow batch", overhead_us, "µs",
+            note=f"in-process, no Spark; against the {1e6 * 10_000 / median(plain):,.0f} µs Spark spends per "
+                 "batch above"),
+    ]
+
+
+if __name__ == "__main__":
+    for r in run(quick="--quick" in sys.argv):
+        print(r)
