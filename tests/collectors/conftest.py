@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.controlplane.conftest import ADMIN, PARTICIPANT, REPO, START_TIMEOUT_S, ControlPlane, clean_env
+from tests.controlplane.conftest import ADMIN, PARTICIPANT, REPO, ControlPlane, clean_env
 
 INTERVAL_S = 0.25
 MAX_ROUNDS = 5
@@ -31,27 +31,8 @@ __all__ = ["ADMIN", "PARTICIPANT", "INTERVAL_S", "MAX_ROUNDS", "RestartableContr
 class RestartableControlPlane(ControlPlane):
     """``start()`` picks a free loopback port the first time and keeps it on every restart (same data dir)."""
 
-    def start(self) -> RestartableControlPlane:
-        if not self.port:
-            return super().start()  # type: ignore[return-value]
-        self.starts += 1
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controlplane", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--data-dir", str(self.data_dir), "--log-level", "warning", *self.args],
-                cwd=REPO, env=self.env, stdout=err, stderr=err)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"control plane exited with {self.proc.returncode}: {self.stderr()}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"control plane not restarted within {START_TIMEOUT_S}s: {self.stderr()}")
+    def start(self) -> RestartableControlPlane:  # type: ignore[override]
+        return super().start(keep_port=True)  # type: ignore[return-value]
 
 
 @pytest.fixture

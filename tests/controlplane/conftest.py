@@ -55,8 +55,10 @@ class ControlPlane:
     def stderr_path(self) -> Path:
         return self.data_dir.parent / f"{self.data_dir.name}.stderr.{self.starts}"
 
-    def start(self) -> ControlPlane:
-        self.port = free_port()
+    def start(self, keep_port: bool = False) -> ControlPlane:
+        """Start (again) and wait for /healthz; a fresh free port unless ``keep_port`` and it had one."""
+        if not (keep_port and self.port):
+            self.port = free_port()
         self.starts += 1
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
