@@ -11,7 +11,7 @@ from controlplane.errors import ApiError, not_found
 from controlplane.models import AuditPage, MutationQuotaBody, QuotaClient, QuotaUser
 from controlplane.policyset import BROKER, MUTATION_QUOTA, quota_key
 from controlplane.store import Reader
-from metrics.report import MutationQuota, MutationQuotaEntry
+from metrics.report import MAX_COUNT, MutationQuota, MutationQuotaEntry
 
 router = APIRouter(prefix="/admin/v2")
 Ctx = Annotated[Context, Depends(get_ctx)]
@@ -120,6 +120,6 @@ def delete_quota(user: QuotaUser, clientId: QuotaClient, request: Request, ctx: 
 @router.get("/audit", response_model=AuditPage, tags=["audit"],
             summary="The audit log of every change, newest first")
 def audit(ctx: Ctx, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-          offset: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:
+          offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0) -> dict[str, Any]:
     total, entries = ctx.store.audit(limit, offset)
     return {"total": total, "entries": entries}

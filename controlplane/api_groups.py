@@ -82,7 +82,10 @@ def _get(scope: str, target: str, ctx: Context) -> str:
 ATTACH = {404: {"description": "No such resource group"}, **CHANGED}
 
 
-@router.get("/namespaces/{tenant}/{namespace}/resourcegroup", response_model=str,
+NONE_ATTACHED = {404: {"description": "None attached"}}
+
+
+@router.get("/namespaces/{tenant}/{namespace}/resourcegroup", response_model=str, responses=NONE_ATTACHED,
             summary="Get the resource group attached to a namespace", tags=["namespaces"])
 def get_ns_group(tenant: Tenant, namespace: Namespace, ctx: Ctx) -> str:
     return _get("namespace", f"{tenant}/{namespace}", ctx)
@@ -103,7 +106,7 @@ def detach_ns_group(tenant: Tenant, namespace: Namespace, request: Request, ctx:
     return _detach("namespace", f"{tenant}/{namespace}", request, ctx)
 
 
-@router.get("/tenants/{tenant}/resourcegroup", response_model=str, tags=["tenants"],
+@router.get("/tenants/{tenant}/resourcegroup", response_model=str, tags=["tenants"], responses=NONE_ATTACHED,
             summary="Get the resource group attached to a tenant")
 def get_tenant_group(tenant: Tenant, ctx: Ctx) -> str:
     return _get("tenant", tenant, ctx)

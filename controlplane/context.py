@@ -55,8 +55,8 @@ class Context:
         return self.store.change(kind, key, value, audit, check)
 
 
-def get_ctx(request: Request) -> Context:
-    return request.app.state.ctx
+async def get_ctx(request: Request) -> Context:
+    return request.app.state.ctx  # async: a plain function would be run in the thread pool for every request
 
 
 def done(change: Change, created: bool = False, body: Any = None) -> Response:

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("controlplane")
 
+BODY_PARSE_ERROR = "There was an error parsing the body"
 NAME_RULE = "names are 1..256 characters of letters, digits, '-', '=', ':', '.' and '_' (Pulsar's rule)"
 
 
@@ -70,6 +71,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == BODY_PARSE_ERROR:  # FastAPI's, e.g. a body that is not UTF-8
+            return reason_json(422, "the body is not valid JSON: it must be UTF-8 encoded JSON")
         if exc.status_code == 404 and exc.detail == "Not Found":
             reason = f"no such endpoint: {request.method} {request.url.path} (see /openapi.json)"
         elif exc.status_code == 405:

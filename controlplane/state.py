@@ -57,6 +57,24 @@ class Peer:
 class Slot:
     index: int
     values: dict[str, tuple[float, ...]] = field(default_factory=dict)  # participant -> rates and tokens
+    sums: tuple[float | None, ...] | None = None  # once closed: per field, the sum over participants (None: none)
+    count: int = 0                                # once closed: how many participants it held
+
+    def totals(self) -> tuple[tuple[float | None, ...], int]:
+        """Per field, the sum over participants (None when none had a value), and the number of participants."""
+        if self.sums is not None:
+            return self.sums, self.count
+        width = len(next(iter(self.values.values()), ()))
+        sums = tuple(math.fsum(vals) if (vals := [v[i] for v in self.values.values() if not math.isnan(v[i])])
+                     else None for i in range(width))
+        return sums, len(self.values)
+
+    def close(self) -> None:
+        """The slot is past: keep its sums only, so a slot's memory does not grow with the participants (1,000
+        participants x 15 minutes of per-participant values would be gigabytes)."""
+        if self.sums is None:
+            self.sums, self.count = self.totals()
+            self.values = {}
 
 
 def _allocate(configured: float, usage: dict[str, float], demand: dict[str, float],
@@ -196,9 +214,12 @@ class LiveState:
                     continue
                 series = self._history[key] = deque(maxlen=self._slots)
             if not series or series[-1].index < index:
+                if series:
+                    series[-1].close()
                 series.append(Slot(index))
             slot = next((s for s in reversed(series) if s.index <= index), series[-1])
-            slot.values[pid] = rates + tokens.get(key, (math.nan, math.nan))
+            if slot.sums is None:  # (a closed slot is only ever picked when the clock stepped back)
+                slot.values[pid] = rates + tokens.get(key, (math.nan, math.nan))
 
     def _prune_history(self, index: int) -> None:
         """Forget limiters with no point in the history window (bounded memory: at most MAX_SERIES series)."""
@@ -312,10 +333,10 @@ class LiveState:
                     if s.index < first:
                         continue
                     point: dict[str, Any] = {"t": s.index * self.interval_s}
+                    sums, count = s.totals()
                     for i, f in enumerate(fields):
-                        vals = [v[i] for v in s.values.values() if not math.isnan(v[i])]
-                        point[f] = math.fsum(vals) if vals else None
-                    point["participants"] = len(s.values)
+                        point[f] = sums[i] if i < len(sums) else None
+                    point["participants"] = count
                     points.append(point)
                 if points:
                     series.append({"level": lv, "kind": kind, "name": nm, "points": points})

@@ -183,7 +183,8 @@ def allocate_fair(capacity: float, demands: Mapping[Hashable, float], min_share:
     floor = max(grid([min(min_share, capacity / n)])[0], q)
     while n * floor > capacity:
         floor -= q
-    wants = [max(d, floor) for d in demands.values()]
+    # a want above the capacity gets the capacity at most anyway; clamped, v / q stays finite in grid()
+    wants = [min(max(d, floor), capacity) for d in demands.values()]
     if math.fsum(grid(wants)) <= capacity:  # every demand met: share the spare out equally on top
         vals = _shave(lambda b: grid(w + b for w in wants), (capacity - math.fsum(wants)) / n, 0.0, capacity)
     else:

@@ -33,7 +33,6 @@ from pydantic import (
     Field,
     PlainValidator,
     StrictBool,
-    StrictInt,
     WithJsonSchema,
     model_validator,
 )
@@ -52,6 +51,8 @@ __all__ = [
 MAX_NAME = 512          # limiter names, participant ids, producer names
 MAX_LIST = 4096         # usage entries, buckets, counters per report
 MAX_QUEUES = 1024
+MAX_NUMBER = 1e300       # numbers of larger magnitude are refused; the JSON schemas say so (the contract)
+MAX_COUNT = 2**53 - 1    # counters, sequence numbers, pids: exact as floats (Prometheus, JSON readers), fit SQLite
 MAX_QUEUE_ENTRIES = 256  # a queue snapshot carries its head; ``length`` says how long the queue really is
 
 Direction = Literal["publish", "dispatch"]
@@ -71,7 +72,7 @@ def _number(check: Callable[[float], str | None], schema: dict[str, Any]) -> Any
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ValueError(f"must be a number, got {type(v).__name__} {_show(v)}")
         try:
-            finite = math.isfinite(v) and abs(v) <= 1e300
+            finite = math.isfinite(v) and abs(v) <= MAX_NUMBER
         except OverflowError:
             finite = False
         if not finite:
@@ -83,6 +84,21 @@ def _number(check: Callable[[float], str | None], schema: dict[str, Any]) -> Any
     return Annotated[int | float, PlainValidator(validate), WithJsonSchema(schema)]
 
 
+def _whole(low: int, high: int) -> Any:
+    """A JSON integer ``low..high``. As in JSON Schema, a number without a fractional part (``2.0``) is one;
+    strings and booleans are not."""
+    def validate(v: Any) -> int:
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"must be a whole number, got {type(v).__name__} {_show(v)}")
+        if not low <= v <= high:
+            raise ValueError(f"must be a whole number {low}..{high}, got {_show(v)}")
+        return v
+    return Annotated[int, PlainValidator(validate), WithJsonSchema({"type": "integer", "minimum": low,
+                                                                    "maximum": high})]
+
+
 def _limit(v: float) -> str | None:
     try:
         check_limit("the limit", v)
@@ -91,13 +107,16 @@ def _limit(v: float) -> str | None:
     return None
 
 
-Number = _number(lambda v: None, {"type": "number"})
-NonNeg = _number(lambda v: None if v >= 0 else f"must be >= 0, got {v!r}", {"type": "number", "minimum": 0})
-Positive = _number(lambda v: None if v > 0 else f"must be > 0, got {v!r}", {"type": "number", "exclusiveMinimum": 0})
-Limit = _number(_limit, {"type": "number", "description": "a number >= 0, or -1 for unlimited"})
+Number = _number(lambda v: None, {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER})
+NonNeg = _number(lambda v: None if v >= 0 else f"must be >= 0, got {v!r}",
+                 {"type": "number", "minimum": 0, "maximum": MAX_NUMBER})
+Positive = _number(lambda v: None if v > 0 else f"must be > 0, got {v!r}",
+                   {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_NUMBER})
+Limit = _number(_limit, {"anyOf": [{"type": "number", "minimum": 0, "maximum": MAX_NUMBER}, {"const": -1}],
+                         "description": "a number >= 0, or -1 for unlimited"})
 Window = _number(lambda v: None if 0 < v <= 3600 else f"must be > 0 and <= 3600 seconds, got {v!r}",
                  {"type": "number", "exclusiveMinimum": 0, "maximum": 3600})
-Count = Annotated[StrictInt, Field(ge=0)]
+Count = _whole(0, MAX_COUNT)
 Label = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00-\x1f\x7f]+$")]
 LimitKey = Annotated[str, Field(
     min_length=1, max_length=MAX_NAME + 40,
@@ -117,6 +136,9 @@ def parse_limit_key(key: str) -> tuple[str, str, str]:
     return level, direction, name
 
 
+_ALLOWED: dict[type, dict[str, None]] = {}   # StrictModel subclass -> its field names, in order
+
+
 class StrictModel(BaseModel):
     """Unknown fields are an error that names the allowed ones."""
 
@@ -126,9 +148,11 @@ class StrictModel(BaseModel):
     @classmethod
     def _no_unknown_fields(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            allowed = [f.alias or n for n, f in cls.model_fields.items()]
-            unknown = sorted(str(k) for k in data if k not in allowed)
-            if unknown:
+            allowed = _ALLOWED.get(cls)
+            if allowed is None:  # once per class: this runs for every object of every report
+                allowed = _ALLOWED[cls] = {f.alias or n: None for n, f in cls.model_fields.items()}
+            if not data.keys() <= allowed.keys():
+                unknown = sorted(str(k) for k in data if k not in allowed)
                 raise ValueError(f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
         return data
 
@@ -145,7 +169,7 @@ class Participant(StrictModel):
     application_id: Label = Field(description="Spark application id")
     executor_id: Label = Field(description="Spark executor id ('driver' for the driver)")
     host: Label = Field(description="Host name of the process")
-    pid: Annotated[StrictInt, Field(ge=0)] = Field(description="OS process id")
+    pid: Count = Field(description="OS process id")
 
 
 class SharedUsage(StrictModel):
@@ -273,7 +297,8 @@ class Goodbye(StrictModel):
 
 # ---------------------------------------------------------------- policies (Pulsar-shaped)
 
-Period = Annotated[StrictInt, Field(ge=1, le=86400)]
+Period = _whole(1, 86400)
+Samples = _whole(1, 1000)
 
 
 class PublishRate(LenientModel):
@@ -311,7 +336,7 @@ class MutationQuota(LenientModel):
 
     quotaPerSecond: Limit = Field(description="Mutations per second; -1 = unlimited")
     windowSeconds: Window = Field(1, description="Sample window in seconds (0 < w <= 3600)")
-    samples: Annotated[StrictInt, Field(ge=1, le=1000)] = Field(11, description="Number of samples (1..1000)")
+    samples: Samples = Field(11, description="Number of samples (1..1000)")
     strict: StrictBool = Field(True, description="true: reject when the bucket is negative; false: only throttle")
 
 

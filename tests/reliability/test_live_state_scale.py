@@ -1,0 +1,94 @@
+"""The control plane's live state at scale, on a fake clock (what the load and churn figures rest on).
+
+- The usage map is an index kept in step with every report, goodbye and expiry: a participant that left is in
+  no answer, and nothing of it stays behind however many come and go.
+- Expiry goes by when a participant was last heard from, not when it first came.
+- The history keeps per-participant values only for the current slot; a past slot keeps just its sums, which
+  are what ``history()`` shows (memory per slot no longer grows with the number of participants).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.state import LiveState
+from metrics.report import Report, limit_key
+from tests.controlplane.conftest import report, usage
+
+pytestmark = pytest.mark.unit
+KEY = limit_key("resource_group", "publish", "rg")
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make(clock: FakeClock, pid: str, seq: int, **kw: Any) -> Report:
+    return Report.model_validate(report(pid=pid, seq=seq, sent_at=clock.t, usage=[usage("rg", 10)], **kw))
+
+
+def test_usage_index_follows_reports_goodbyes_and_expiry_and_keeps_nothing_behind() -> None:
+    clock = FakeClock()
+    live = LiveState(1.0, clock)
+    for i in range(1000):
+        assert live.ingest(make(clock, f"p{i}", 1))[0]
+    assert len(live.usage_map([KEY])[KEY]) == 1000
+    for i in range(0, 1000, 2):
+        assert live.goodbye(f"p{i}")
+    users = live.usage_map([KEY])[KEY]
+    assert len(users) == 500 and not any(f"p{i}" in users for i in range(0, 1000, 2))
+    # p1 moves to another group: it leaves the first one's map at once
+    assert live.ingest(Report.model_validate(report(pid="p1", seq=2, sent_at=clock.t, usage=[usage("other", 1)])))[0]
+    assert "p1" not in live.usage_map([KEY])[KEY]
+    clock.t += 1.5
+    for i in range(3, 1000, 2):               # all but p1 report again: p1 is now the least recently heard from
+        assert live.ingest(make(clock, f"p{i}", 2))[0]
+    clock.t += 1.0                            # p1 silent for 2.5 s > 2 intervals: expired; the others are not
+    assert live.ingest(make(clock, "p3", 3))[0]
+    assert len(live.usage_map([KEY])[KEY]) == 499
+    assert live.usage_map([limit_key("resource_group", "publish", "other")]) == {
+        limit_key("resource_group", "publish", "other"): {}}
+    clock.t += 5.0                            # everyone silent: all expired on the next access
+    assert live.participants(1)["participants"] == []
+    assert live.usage_map([KEY]) == {KEY: {}}
+    assert live._usage == {} and live._peers == {}, "something of the departed stayed in the index"
+
+
+def test_expiry_goes_by_last_heard_not_first_seen() -> None:
+    clock = FakeClock()
+    live = LiveState(1.0, clock)
+    assert live.ingest(make(clock, "first", 1))[0]
+    clock.t += 1.0
+    assert live.ingest(make(clock, "second", 1))[0]
+    clock.t += 0.5
+    assert live.ingest(make(clock, "first", 2))[0]      # first is heard from again, after second
+    clock.t += 1.8                                      # second silent 2.3 s: expired; first 1.8 s: live
+    ids = [p["participantId"] for p in live.participants(1)["participants"]]
+    assert ids == ["first"]
+    assert [d["participantId"] for d in live.participants(1)["departed"]] == ["second"]
+
+
+def test_past_history_slots_keep_sums_only_and_show_the_same() -> None:
+    clock = FakeClock(2_000_000.0)
+    live = LiveState(1.0, clock)
+    counters = [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": 0}]
+    for slot in range(4):
+        for i in range(100):
+            counters[0]["admitted_msgs_total"] = 10 * (slot + 1) * (i + 1)
+            assert live.ingest(make(clock, f"p{i}", slot + 1, counters=counters))[0]
+        clock.t += 1.0
+    series = live._history["topic", "publish", "t/n/x"]
+    assert len(series) == 4
+    assert all(s.values == {} and s.sums is not None for s in list(series)[:-1]), "past slots hold per-participant values"
+    assert len(series[-1].values) == 100 and series[-1].sums is None
+    points = live.history()["series"][0]["points"]
+    assert [p["participants"] for p in points] == [100] * 4
+    # each participant admitted 10 * (i + 1) more per 1 s slot: the slot's rate is the sum over participants
+    assert [p["admittedMsgsPerSecond"] for p in points[1:]] == [pytest.approx(10 * 5050)] * 3
+    assert points[0]["admittedMsgsPerSecond"] is None       # no earlier report: no rate yet

@@ -1,0 +1,23 @@
+"""The load benchmark's generator and figures work (a small load; no timing asserted: the figures, 1,000
+participants for 60 s, are ``python -m benchmarks --only load``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.bench_load import measure, rows_of
+
+pytestmark = pytest.mark.integration
+
+
+def test_load_generator_reports_for_every_participant_and_reads_the_control_plane() -> None:
+    m = measure(participants=40, duration_s=3.0, warmup_s=1.5)
+    assert m["sent"] == m["expected"] == 120 and m["ok"] == 120 and not m["errors"], m
+    assert 0 < m["p50_ms"] <= m["p99_ms"] <= m["max_ms"] < 5000
+    assert m["cp_cpu_pct"] > 0 and m["rss_end_mb"] > 10 and m["hwm_mb"] >= m["rss_end_mb"]
+    assert math.isfinite(m["server_mean_ms"]) and m["server_mean_ms"] > 0
+    rows = rows_of(m)
+    assert len(rows) == 7 and all(set(r) == {"section", "name", "value", "unit", "goal", "ok", "note"} for r in rows)
+    assert all((r["ok"] is None) == (r["goal"] == "") for r in rows)

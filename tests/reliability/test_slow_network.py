@@ -1,0 +1,138 @@
+"""Network errors and slow answers never stall a task's hot path.
+
+A real participant (the collectors runtime, its reporter thread, in this process) reaches a real control plane
+through ``FaultyProxy`` on loopback, while this thread calls ``producer.acquire()`` in a tight loop (a limit is
+set, but high enough never to bind, so every call goes through the buckets and none has reason to wait). The
+proxy runs through: normal; every answer 1.5 s late (under the participant's 2 s timeout: slow rounds that
+succeed); every answer 3 s late (every round times out); connections reset; connections accepted and never
+answered; connections refused; normal again. The reporter's rounds are recorded to show each fault really happened.
+
+Shown: acquire() latency p99 stays under 5 ms in every phase, and no call comes anywhere near a network delay
+(max < 1 s, while the network's delays are 1.5 s and more); the limit stays the one applied (fail-static); the
+participant is connected again at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pytest
+
+from collectors import Participant, RuntimeConfig
+from collectors.client import ControlPlaneClient, ControlPlaneError, request_timeout_s
+from collectors.identity import Identity
+from limiter.policy import Level
+
+from .conftest import ADMIN, PARTICIPANT, ControlPlane
+from .proxy import FaultyProxy
+
+pytestmark = pytest.mark.integration
+TOPIC = "acme/hot/path"
+LIMIT = 1e7                 # msgs/s: never binds, but every acquire goes through the topic's bucket
+INTERVAL_S = 1.0            # -> request timeout 2 s
+PHASES = [                  # (name, proxy mode, delay, seconds)
+    ("normal", "pass", 0.0, 2.0),
+    ("answers 1.5 s late", "delay", 1.5, 5.0),
+    ("answers 3 s late (timeout 2 s)", "delay", 3.0, 4.0),
+    ("connections reset", "reset", 0.0, 2.0),
+    ("connections never answered", "blackhole", 0.0, 5.0),
+    ("connections refused", "refuse", 0.0, 2.0),
+    ("normal again", "pass", 0.0, 3.0),
+]
+
+
+class Recording:
+    """The participant's client, recording every round: (start, duration, error type or None)."""
+
+    def __init__(self, inner: ControlPlaneClient) -> None:
+        self.__dict__["inner"] = inner
+        self.__dict__["rounds"] = []
+
+    def report(self, report: Any) -> Any:
+        start = time.monotonic()
+        try:
+            answer = self.inner.report(report)
+        except ControlPlaneError as e:
+            self.rounds.append((start, time.monotonic() - start, str(e).split(":")[0]))
+            raise
+        self.rounds.append((start, time.monotonic() - start, None))
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.inner, name, value)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return values[max(0, min(len(values) - 1, math.ceil(q / 100 * len(values)) - 1))]
+
+
+def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
+    cp: ControlPlane = start_cp(args=["--report-interval", str(INTERVAL_S)])
+    admin = cp.client(ADMIN)
+    assert admin.post(f"/admin/v2/persistent/{TOPIC}/publishRate",
+                      json={"publishThrottlingRateInMsg": LIMIT}).status_code == 204
+    proxy = FaultyProxy(cp.port).start()
+    config = RuntimeConfig(url=proxy.url, token=PARTICIPANT, report_interval_s=INTERVAL_S, backoff_max_s=1.0)
+    client = Recording(ControlPlaneClient(proxy.url, PARTICIPANT, request_timeout_s(INTERVAL_S)))
+    p = Participant(config, identity=Identity("reliability", "1", "localhost", 1, "slow-network"), client=client)
+    try:
+        assert p.wait_ready(5.0), "the participant never reached the control plane"
+        producer = p.producer(TOPIC)
+        p.report_now()
+        limiter = p.limits.limiter(Level.TOPIC, TOPIC)
+        assert limiter.rate.msgs == LIMIT
+        results = {}
+        marks = []
+        for name, mode, delay, seconds in PHASES:
+            marks.append((name, time.monotonic()))   # rounds starting in the next 0.1 s are not counted
+            proxy.set(mode, delay)
+            lat: list[float] = []
+            rates = set()
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for _ in range(200):
+                    t0 = time.perf_counter_ns()
+                    ok = producer.acquire(1, bytes=100)
+                    lat.append(time.perf_counter_ns() - t0)
+                    assert ok
+                rates.add(limiter.rate.msgs)
+                time.sleep(0.0005)        # a task does some work between sends
+            lat.sort()
+            results[name] = (len(lat), percentile(lat, 50) / 1e6, percentile(lat, 99) / 1e6,
+                             percentile(lat, 99.9) / 1e6, lat[-1] / 1e6, rates)
+        marks.append(("end", time.monotonic()))
+        time.sleep(0.2)
+        connected = p.connected
+    finally:
+        p.close()
+        proxy.stop()
+
+    print()
+    for name, (n, p50, p99, p999, worst, _) in results.items():
+        print(f"ACQUIRE {name:32s} n={n:7d} p50={p50:.4f} ms p99={p99:.4f} ms p99.9={p999:.3f} ms "
+              f"max={worst:.2f} ms")
+    rounds = client.rounds
+    by_phase: dict[str, list[tuple[float, str | None]]] = {}
+    for (name, t0), (_, t1) in zip(marks, marks[1:], strict=False):
+        by_phase[name] = [(d, err) for start, d, err in rounds if t0 + 0.1 <= start < t1]
+        print(f"ROUNDS {name:32s} {[(round(d, 2), err) for d, err in by_phase[name]]}")
+
+    for name, (n, _, p99, _, worst, rates) in results.items():
+        assert n >= 1000, f"{name}: only {n} acquires"
+        assert p99 < 5.0, f"{name}: acquire p99 {p99:.3f} ms"
+        assert worst < 1000.0, f"{name}: an acquire took {worst:.0f} ms: the hot path waited on the network"
+        assert rates == {LIMIT}, f"{name}: the limit moved to {rates} (fail-static)"
+    # the faults really happened, as the reporter saw them
+    assert any(err is None and d < 0.5 for d, err in by_phase["normal"])
+    assert any(err is None and d >= 1.4 for d, err in by_phase["answers 1.5 s late"]), "no slow successful round"
+    assert all(err is not None for _, err in by_phase["answers 3 s late (timeout 2 s)"])
+    assert any(err is not None and d >= 1.9 for d, err in by_phase["answers 3 s late (timeout 2 s)"])
+    assert by_phase["connections reset"] and all(err is not None for _, err in by_phase["connections reset"])
+    assert any(err is not None and d >= 1.9 for d, err in by_phase["connections never answered"])
+    assert by_phase["connections refused"] and all(err is not None for _, err in by_phase["connections refused"])
+    assert any(err is None for _, err in by_phase["normal again"]) and connected, "reporting did not resume"
