@@ -71,11 +71,11 @@ from limiter.offload import OffloadThrottle
 from limiter.policy import Level, PolicyError, Rate, resolve
 from limiter.publish import PublishRateLimiter
 from limiter.quota import DEFAULT_MIN_SHARE, Strategy, local_quotas
-from metrics.report import DispatchRate, PolicySet, PublishRate, UsageValues, limit_key
+from metrics.report import PolicySet, UsageValues, limit_key, to_rate
 
 from .dispatching import DispatchLimits
 
-__all__ = ["PolicyView", "Limit", "Applier", "local_share", "to_rate", "PUBLISH", "DISPATCH", "SHARED_LEVELS",
+__all__ = ["PolicyView", "Limit", "Applier", "local_share", "PUBLISH", "DISPATCH", "SHARED_LEVELS",
            "DEAD_BAND", "UNLIMITED_MUTATIONS_PER_S", "BURST_INTERVALS"]
 
 log = logging.getLogger(__name__)
@@ -86,14 +86,6 @@ DEAD_BAND = 0.005
 BURST_INTERVALS = 0.5   # a shared limit's local bucket holds half a report interval of its share
 UNLIMITED_MUTATIONS_PER_S = 1e12
 _UNLIMITED = Rate.unlimited()
-
-
-def to_rate(value: PublishRate | DispatchRate | None) -> Rate | None:
-    if value is None:
-        return None
-    if isinstance(value, PublishRate):
-        return Rate(value.publishThrottlingRateInMsg, value.publishThrottlingRateInByte, value.ratePeriodInSecond)
-    return Rate(value.dispatchThrottlingRateInMsg, value.dispatchThrottlingRateInByte, value.ratePeriodInSecond)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from metrics.report import (
     PublishRate,
     ResourceGroup,
     TenantPolicies,
+    to_rate,
 )
 
 RESOURCE_GROUP = "resourcegroup"
@@ -76,14 +77,6 @@ def build(r: Reader) -> PolicySet:
                 target.setdefault(key, LevelPolicies())
                 setattr(target[key], policy, _model(policy)(**value))
     return ps
-
-
-def to_rate(value: PublishRate | DispatchRate | None) -> Rate | None:
-    if value is None:
-        return None
-    if isinstance(value, PublishRate):
-        return Rate(value.publishThrottlingRateInMsg, value.publishThrottlingRateInByte, value.ratePeriodInSecond)
-    return Rate(value.dispatchThrottlingRateInMsg, value.dispatchThrottlingRateInByte, value.ratePeriodInSecond)
 
 
 def view(rate: Rate) -> RateView:

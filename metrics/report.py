@@ -37,14 +37,14 @@ from pydantic import (
     model_validator,
 )
 
-from limiter.policy import Level, PolicyError, check_limit
+from limiter.policy import Level, PolicyError, Rate, check_limit
 
 __all__ = [
     "MAX_NAME", "Direction", "Kind", "StrictModel", "LenientModel", "limit_key", "parse_limit_key",
     "Participant", "SharedUsage", "DimensionSnapshot", "BucketSnapshot", "QueueEntry", "QueueSnapshot",
     "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye",
     "PublishRate", "DispatchRate", "ResourceGroup", "MutationQuota", "MutationQuotaEntry", "LevelPolicies",
-    "TenantPolicies", "PolicySet", "UsageValues", "ReportResponse", "LimitKey", "QuotaStrategyName",
+    "TenantPolicies", "PolicySet", "UsageValues", "ReportResponse", "to_rate", "LimitKey", "QuotaStrategyName",
     "QUOTA_STRATEGIES",
 ]
 
@@ -402,3 +402,12 @@ class ReportResponse(LenientModel):
     reportIntervalSeconds: float = Field(description="The interval participants should report at")
     accepted: bool = Field(True, description="False when the report was ignored (stale or out of sequence)")
     reason: str | None = Field(None, description="Why the report was ignored")
+
+
+def to_rate(value: PublishRate | DispatchRate | None) -> Rate | None:
+    """The limiter's ``Rate`` for a Pulsar-shaped publish or dispatch rate (None stays None: not set)."""
+    if value is None:
+        return None
+    if isinstance(value, PublishRate):
+        return Rate(value.publishThrottlingRateInMsg, value.publishThrottlingRateInByte, value.ratePeriodInSecond)
+    return Rate(value.dispatchThrottlingRateInMsg, value.dispatchThrottlingRateInByte, value.ratePeriodInSecond)
