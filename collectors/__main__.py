@@ -171,6 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _config(args)
     except (ValueError, OSError) as e:
         parser.error(f"{args.job}: {e}")
+    from collectors.config import RuntimeConfig
+
+    try:  # the participants' settings, checked here rather than inside every task after Spark has started
+        RuntimeConfig.from_env()
+    except ValueError as e:
+        parser.error(str(e))
     from collectors import jobs
     from collectors.jobs.common import format_summary, spark_session
 

@@ -59,3 +59,11 @@ def test_bad_options_exit_2_with_a_clear_message(argv, message, capsys) -> None:
 def test_files_source_needs_an_existing_input(tmp_path: Path, capsys) -> None:
     err = error_of(["publish", "--source", "files", "--input", str(tmp_path / "missing")], capsys)
     assert "does not exist" in err
+
+
+def test_bad_participant_settings_are_refused_before_spark_starts(monkeypatch, capsys):
+    monkeypatch.setenv("THROTTLESCOPE_REPORT_INTERVAL_S", "abc")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["publish", "--duration-s", "1"])
+    assert exit_info.value.code == 2
+    assert "THROTTLESCOPE_REPORT_INTERVAL_S must be a number of seconds" in capsys.readouterr().err
