@@ -174,6 +174,7 @@ def test_control_plane_killed_then_restarted(cp, run_factory) -> None:
     end = samples[newcomer].rows[-1]["t"] - 0.1
     assert end > settled + 0.5
     assert [s.local_rate_at(settled) for s in samples] == [pytest.approx(LIMIT / 3, rel=0.05)] * 3
-    assert aggregate(samples, settled, end) == pytest.approx(LIMIT, rel=0.05)
+    # never above the limit; a little below while the newcomer's demand estimate ramps up
+    assert 0.9 * LIMIT <= aggregate(samples, settled, end) <= 1.05 * LIMIT
     for i in range(2):   # one warning for the whole outage, not one per attempt
         assert run.stderr(i).count("unreachable") == 1, run.stderr(i)
