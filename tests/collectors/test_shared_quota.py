@@ -135,12 +135,13 @@ def test_control_plane_killed_then_restarted(cp, run_factory) -> None:
     run = run_factory(cp)
     run.env["THROTTLESCOPE_BACKOFF_MAX_S"] = "1.0"   # retry at least every second while it is down
     for i in range(2):
-        run.add(f"acme/down/t{i}", [[0, 700]], 9.0, watch=["resource_group", "rg-down"])
+        run.add(f"acme/down/t{i}", [[0, 700]], 10.5, watch=["resource_group", "rg-down"])
     ids = {run.head(i)["participant_id"] for i in range(2)}
     run.sleep_until(2.0)
     killed_at = time.time()
     cp.kill()                         # SIGKILL: no goodbye, no answer, connections refused
     run.sleep_until(3.5)
+    restarting_at = time.time()       # the outage ends here: a participant may get in before /healthz answers us
     cp.start()                        # same port, same data directory
     restarted_at = time.time()
     rejoined = None
@@ -154,27 +155,29 @@ def test_control_plane_killed_then_restarted(cp, run_factory) -> None:
     assert rejoined is not None, "participants did not rejoin the restarted control plane"
     assert rejoined - restarted_at <= 1.0 + 3 * INTERVAL_S   # the backoff cap, plus a round or two
     joins = rejoined + 1.5
-    newcomer = run.add("acme/down/new", [[0, 700]], 2.5, watch=["resource_group", "rg-down"], start_at=joins)
+    run.add("acme/down/new", [[0, 700]], 3.0, watch=["resource_group", "rg-down"], start_at=joins)
     samples = run.wait()
     old = samples[:2]
     # fail-static: every local rate stays at its last share through the outage, and the aggregate with it
     for s in old:
         assert s.local_rate_at(killed_at - 0.05) == pytest.approx(500, rel=0.05)
-        during = {r["rate"] for r in s.rows if killed_at + 0.3 <= r["t"] <= restarted_at}
-        assert during == {s.local_rate_at(killed_at)}
-        assert not any(r["connected"] for r in s.rows if killed_at + 0.3 <= r["t"] <= restarted_at)
+        outage = [r for r in s.rows if killed_at + 0.3 <= r["t"] <= restarting_at]
+        assert {r["rate"] for r in outage} == {s.local_rate_at(killed_at)}
+        assert not any(r["connected"] for r in outage), [(round(r["t"] - killed_at, 2), r["connected"]) for r in outage]
     # the limit still holds during the outage (never above it); below it only when a loaded host starves the
     # senders' CPU -- what must not happen is a stall, hence the loose floor (the rates themselves are checked above)
-    assert 0.75 * LIMIT <= aggregate(old, killed_at + 0.5, restarted_at) <= 1.05 * LIMIT
+    assert 0.75 * LIMIT <= aggregate(old, killed_at + 0.5, restarting_at) <= 1.05 * LIMIT
     # no burst when they come back (none of them finds itself alone in a map)
     for a, b in _windows(restarted_at, joins):
         assert aggregate(old, a, b) <= 1.05 * LIMIT
     # the restarted control plane re-learned usage: a newcomer gets a third, the others give it up
     settled = joins + 4 * INTERVAL_S
-    end = samples[newcomer].rows[-1]["t"] - 0.1
+    end = min(s.rows[-1]["t"] for s in samples) - 0.1   # a slow restart may leave the old ones ending first
     assert end > settled + 0.5
     assert [s.local_rate_at(settled) for s in samples] == [pytest.approx(LIMIT / 3, rel=0.05)] * 3
     # never above the limit; a little below while the newcomer's demand estimate ramps up
-    assert 0.9 * LIMIT <= aggregate(samples, settled, end) <= 1.05 * LIMIT
+    detail = [[(round(r["t"] - joins, 2), r["n"], round(r["rate"])) for r in s.rows if joins <= r["t"] <= end][::5]
+              for s in samples]
+    assert 0.9 * LIMIT <= aggregate(samples, settled, end) <= 1.05 * LIMIT, detail
     for i in range(2):   # one warning for the whole outage, not one per attempt
         assert run.stderr(i).count("unreachable") == 1, run.stderr(i)
