@@ -18,6 +18,7 @@ from typing import Any
 
 from limiter.clock import ManualClock
 from limiter.dispatch import Dispatcher, DispatchRateLimiter
+from limiter.paced import PacedDispatcher
 from limiter.policy import Level, Rate
 
 PERIODS = 10
@@ -29,21 +30,13 @@ def simulate(clock: ManualClock, dispatchers: list[Dispatcher], seed: int, perio
              reads_per_step: int = 3) -> list[dict[str, list[int]]]:
     """Per dispatcher, msgs/bytes/entries delivered in each period."""
     rng = random.Random(seed)
-    start = clock.now_s()
-    retry_at = [start] * len(dispatchers)
+    paced = [PacedDispatcher(d, clock) for d in dispatchers]
     out = [{"msgs": [0] * periods, "bytes": [0] * periods, "entries": [0] * periods} for _ in dispatchers]
     for step in range(round(periods / STEP_S)):
         period = int(step * STEP_S + 1e-9)
         for _ in range(reads_per_step):
-            plans = []
-            for i, d in enumerate(dispatchers):
-                if clock.now_s() < retry_at[i]:
-                    continue
-                plan = d.plan_read(1000)
-                if plan.backoff_s:
-                    retry_at[i] = clock.now_s() + plan.backoff_s
-                else:
-                    plans.append((i, d, plan))
+            # Every plan of the round before any delivery: the worst interleaving.
+            plans = [(i, d, plan) for i, d in enumerate(paced) if (plan := d.plan_read(1000)) is not None]
             for i, d, plan in plans:
                 entries = [(rng.randint(1, 20), rng.randint(200, 40_000)) for _ in range(plan.entries)]
                 msgs, bytes_ = sum(m for m, _ in entries), sum(b for _, b in entries)

@@ -6,16 +6,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from limiter.clock import ManualClock
-from limiter.dispatch import (
+from limiter import (
     Dispatcher,
     DispatchRateLimiter,
+    Level,
+    ManualClock,
+    PolicyError,
+    Rate,
     ReadPlan,
     per_partition,
     resolve_dispatch_rate,
     resolve_subscription_dispatch_rate,
 )
-from limiter.policy import Level, PolicyError, Rate
+from limiter.paced import PacedDispatcher
 
 pytestmark = pytest.mark.unit
 
@@ -245,6 +248,18 @@ def test_bad_input_is_rejected_with_what_is_allowed(clock):
     assert lim.rate == Rate(10)
 
 
+def test_paced_dispatcher_does_not_ask_again_before_its_backoff_ends(clock):
+    topic = limiter(clock, msgs=10)
+    paced = PacedDispatcher(Dispatcher(topic=topic), clock)
+    plan = paced.plan_read(10)
+    paced.charge(10, 0, plan.entries, plan)
+    assert paced.plan_read(10) is None and topic.throttled_count == 1  # refused: backoff of 1 s starts
+    clock.advance(0.5)
+    assert paced.plan_read(10) is None and topic.throttled_count == 1  # still backing off: limiters not asked
+    clock.advance(0.5)
+    assert paced.plan_read(10).entries > 0
+
+
 # --- accuracy -------------------------------------------------------------------------------------------------
 
 
@@ -252,21 +267,12 @@ def run_subscriptions(clock, dispatchers, entry_msgs, periods=10, step_s=0.01, r
     """Each step, every dispatcher that is not backing off plans; then every plan is delivered and charged --
     the worst interleaving (all check before anyone charges). Returns msgs delivered per dispatcher and the most
     msgs any single read delivered."""
-    start = clock.now_s()
-    retry_at = [start] * len(dispatchers)
+    paced = [PacedDispatcher(d, clock) for d in dispatchers]
     delivered = [0] * len(dispatchers)
     biggest = 0
     for _ in range(round(periods / step_s)):
         for _ in range(reads_per_step):
-            plans = []
-            for i, d in enumerate(dispatchers):
-                if clock.now_s() < retry_at[i]:
-                    continue
-                plan = d.plan_read(1000)
-                if plan.backoff_s:
-                    retry_at[i] = clock.now_s() + plan.backoff_s
-                else:
-                    plans.append((i, d, plan))
+            plans = [(i, d, plan) for i, d in enumerate(paced) if (plan := d.plan_read(1000)) is not None]
             for i, d, plan in plans:
                 msgs = [entry_msgs() for _ in range(plan.entries)]
                 d.charge(sum(msgs), 0, plan.entries, plan)
@@ -302,18 +308,15 @@ def test_subscriptions_sharing_a_topic_limit_from_real_threads(clock):
     steps = 1000  # 10 periods of 10 ms steps
 
     def worker(i):
-        rng, retry_at = random.Random(i), 0.0
+        rng, sub = random.Random(i), PacedDispatcher(subs[i], clock)
         for _ in range(steps):
             barrier.wait()
             for _ in range(3):
-                if clock.now_s() < retry_at:
-                    break
-                plan = subs[i].plan_read(1000)
-                if plan.backoff_s:
-                    retry_at = clock.now_s() + plan.backoff_s
+                plan = sub.plan_read(1000)
+                if plan is None:
                     break
                 msgs = sum(rng.randint(1, 20) for _ in range(plan.entries))
-                subs[i].charge(msgs, 0, plan.entries, plan)
+                sub.charge(msgs, 0, plan.entries, plan)
                 delivered[i] += msgs
             barrier.wait()
 
