@@ -25,6 +25,7 @@ from limiter.counter import ExactCounter
 from limiter.dispatch import Dispatcher, DispatchRateLimiter
 from limiter.levels import split_topic
 from limiter.policy import Level, Rate
+from limiter.registry import limiter_for
 
 __all__ = ["DispatchLimits", "CountingDispatcher", "BROKER_NAME"]
 
@@ -63,17 +64,13 @@ class DispatchLimits:
         self.options: dict[str, Any] = {}  # Dispatcher flags from the broker settings (runtime-applied)
 
     def limiter(self, level: Level, name: str = BROKER_NAME) -> DispatchRateLimiter:
-        level = Level(level)
-        key = (level, name)
-        with self._lock:
-            limiter = self._limiters.get(key)
-            if limiter is None:
-                hook = self.initial_rate
-                rate = hook(level, name) if hook is not None else None
-                limiter = DispatchRateLimiter(rate or Rate.unlimited(), level, name, self._clock)
-                self._limiters[key] = limiter
-                self._counters[key] = (ExactCounter(), ExactCounter())
-            return limiter
+        return limiter_for(self._limiters, self._lock, level, name, self.initial_rate, self._new_limiter)
+
+    def _new_limiter(self, level: Level, name: str, rate: Rate | None) -> DispatchRateLimiter:
+        limiter = DispatchRateLimiter(rate or Rate.unlimited(), level, name, self._clock)
+        # Made under the registry's lock with the limiter, so every limiter has its usage totals.
+        self._counters[(level, name)] = (ExactCounter(), ExactCounter())
+        return limiter
 
     def dispatcher(self, topic: str, subscription: str | None = None, group: str | None = None,
                    **options: Any) -> CountingDispatcher:

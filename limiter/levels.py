@@ -40,6 +40,7 @@ from .clock import Clock, Scheduler, SystemClock, scheduler_for
 from .policy import Level, PolicyError, Rate, resolve
 from .producer import Producer
 from .publish import LimiterSnapshot, PublishRateLimiter
+from .registry import limiter_for
 
 __all__ = ["PublishLimits", "split_topic"]
 
@@ -78,19 +79,13 @@ class PublishLimits:
     # --- limiters -----------------------------------------------------------------------------------------
 
     def limiter(self, level: Level, name: str = BROKER_NAME) -> PublishRateLimiter:
-        level = Level(level)
-        key = (level, name)
-        with self._lock:
-            limiter = self._limiters.get(key)
-            if limiter is None:
-                hook = self.initial_rate
-                rate = hook(level, name) if hook is not None else None
-                if rate is None:
-                    rate = self._topic_rate(name)[0] if level is Level.TOPIC else Rate.unlimited()
-                limiter = PublishRateLimiter(rate, level=level, name=name, clock=self._clock,
-                                             scheduler=self._scheduler, **self._resolution_kw)
-                self._limiters[key] = limiter
-            return limiter
+        return limiter_for(self._limiters, self._lock, level, name, self.initial_rate, self._new_limiter)
+
+    def _new_limiter(self, level: Level, name: str, rate: Rate | None) -> PublishRateLimiter:
+        if rate is None:  # the hook had no answer: a topic's limit by precedence, any other level unlimited
+            rate = self._topic_rate(name)[0] if level is Level.TOPIC else Rate.unlimited()
+        return PublishRateLimiter(rate, level=level, name=name, clock=self._clock, scheduler=self._scheduler,
+                                  **self._resolution_kw)
 
     def set_limit(self, level: Level, name: str, rate: Rate | None) -> None:
         """The aggregate limit of a broker, tenant, namespace or resource group (None or unlimited: no limit)."""
