@@ -17,15 +17,13 @@ lag to any limiter, however fast. The limiter admits in batches of one 16 ms res
 
 from __future__ import annotations
 
-import threading
 import time
-from array import array
 from bisect import bisect_left
 from typing import Any
 
 from limiter import Level, PublishLimits, Rate, SystemClock
 
-from .common import row
+from .common import row, saturating, stamp_admitted
 
 SECTION = "accuracy"
 TOPIC = "bench/accuracy/topic"
@@ -34,13 +32,6 @@ LIMIT = 1000
 WINDOW_NS = 100_000_000
 TOLERANCE = 0.05
 MS = 1_000_000
-
-
-def _producer(p, stop: list[bool], out: array) -> None:
-    stamp, append = time.monotonic_ns, out.append
-    while not stop[0]:
-        if p.acquire():
-            append(stamp())
 
 
 def _count(stamps: list[int], start_ns: int, end_ns: int) -> int:
@@ -66,13 +57,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     limits = PublishLimits(clock=SystemClock())
     limits.set_topic_policy(Level.TOPIC, TOPIC, Rate(msgs=LIMIT))
     producers = [limits.producer(TOPIC, name=f"p{i}") for i in range(PRODUCERS)]
-    stop, outs = [False], [array("q") for _ in producers]
-    threads = [threading.Thread(target=_producer, args=(p, stop, out), daemon=True)
-               for p, out in zip(producers, outs, strict=True)]
     start_ns = time.monotonic_ns()
-    for t in threads:
-        t.start()
-    try:
+    # limits.close() on leaving resumes anyone still paused, so every thread sees the stop flag.
+    with saturating([stamp_admitted(p.acquire) for p in producers], limits.close) as outs:
         time.sleep(warmup_s)
         t0 = time.monotonic_ns()
         time.sleep(window_s)
@@ -84,11 +71,6 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             changes.append((new, at))
             time.sleep(hold_s)
         end_ns = time.monotonic_ns()
-    finally:
-        stop[0] = True
-        limits.close()  # unthrottles anyone still waiting, so every thread sees the stop flag
-        for t in threads:
-            t.join(timeout=5)
     stamps = sorted(s for out in outs for s in out)
 
     achieved = _count(stamps, t0, t1) / ((t1 - t0) / 1e9)

@@ -9,7 +9,6 @@ J = (sum x)^2 / (n * sum x^2) over the messages each producer got (1 = perfectly
 
 from __future__ import annotations
 
-import threading
 import time
 from array import array
 from bisect import bisect_left
@@ -18,7 +17,7 @@ from typing import Any
 
 from limiter import Producer, PublishRateLimiter, Rate, SystemClock
 
-from .common import NaiveLimiter, jain_index, row
+from .common import NaiveLimiter, StampLoop, jain_index, row, saturating, stamp_admitted
 
 SECTION = "fairness"
 PRODUCERS = 10
@@ -26,16 +25,7 @@ LIMIT = 1000
 RETRY_S = 0.001
 
 
-def _ours_loop(producer: Producer) -> Callable[[list[bool], array], None]:
-    def loop(stop: list[bool], out: array) -> None:
-        acquire, stamp, append = producer.acquire, time.monotonic_ns, out.append
-        while not stop[0]:
-            if acquire():
-                append(stamp())
-    return loop
-
-
-def _naive_loop(limiter: NaiveLimiter) -> Callable[[list[bool], array], None]:
+def _naive_loop(limiter: NaiveLimiter) -> StampLoop:
     def loop(stop: list[bool], out: array) -> None:
         try_acquire, stamp, append, sleep = limiter.try_acquire, time.monotonic_ns, out.append, time.sleep
         while not stop[0]:
@@ -46,24 +36,14 @@ def _naive_loop(limiter: NaiveLimiter) -> Callable[[list[bool], array], None]:
     return loop
 
 
-def _measure(loops: list[Callable[[list[bool], array], None]], warmup_s: float, window_s: float,
+def _measure(loops: list[StampLoop], warmup_s: float, window_s: float,
              release: Callable[[], None]) -> tuple[list[int], float]:
     """Per-producer admitted counts over the window, and the window's length in seconds."""
-    stop, outs = [False], [array("q") for _ in loops]
-    threads = [threading.Thread(target=loop, args=(stop, out), daemon=True)
-               for loop, out in zip(loops, outs, strict=True)]
-    for t in threads:
-        t.start()
-    try:
+    with saturating(loops, release) as outs:
         time.sleep(warmup_s)
         t0 = time.monotonic_ns()
         time.sleep(window_s)
         t1 = time.monotonic_ns()
-    finally:
-        stop[0] = True
-        release()
-        for t in threads:
-            t.join(timeout=5)
     counts = [bisect_left(out, t1) - bisect_left(out, t0) for out in outs]  # each thread's stamps are in order
     return counts, (t1 - t0) / 1e9
 
@@ -73,7 +53,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     clock = SystemClock()
     limiter = PublishRateLimiter(Rate(msgs=LIMIT), name="bench/fairness/topic", clock=clock)
     producers = [Producer(f"p{i}", [limiter], clock=clock) for i in range(PRODUCERS)]
-    ours, ours_s = _measure([_ours_loop(p) for p in producers], warmup_s, window_s, limiter.close)
+    ours, ours_s = _measure([stamp_admitted(p.acquire) for p in producers], warmup_s, window_s, limiter.close)
     naive_limiter = NaiveLimiter(LIMIT)
     naive, naive_s = _measure([_naive_loop(naive_limiter)] * PRODUCERS, warmup_s, window_s, lambda: None)
 

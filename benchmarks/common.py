@@ -1,4 +1,5 @@
-"""What every benchmark module shares: result rows, statistics, the machine, the table and README writers.
+"""What every benchmark module shares: result rows, statistics, saturating producer threads, the machine, the
+table and README writers.
 
 A result row is a dict with the keys of ``ROW_KEYS``: ``section``, ``name``, ``value`` (a float), ``unit``,
 ``goal`` (a string such as ">= 5x fastest peer", empty when there is none), ``ok`` (True/False against the goal,
@@ -15,7 +16,9 @@ import statistics
 import threading
 import time
 import timeit
-from collections.abc import Callable, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,42 @@ class NaiveLimiter:
                 self.tokens -= n
                 return True
             return False
+
+
+# --- saturating producer threads -----------------------------------------------------------------------------
+
+StampLoop = Callable[[list[bool], array], None]
+"""A producer thread's body: runs until ``stop[0]``, appending ``time.monotonic_ns()`` (the clock the limiters
+read) to ``out`` for every message admitted."""
+
+
+def stamp_admitted(acquire: Callable[[], bool]) -> StampLoop:
+    """The loop of a saturating producer: ``acquire()`` as fast as it can, stamping every admitted message."""
+    def loop(stop: list[bool], out: array) -> None:
+        admit, stamp, append = acquire, time.monotonic_ns, out.append  # locals: the loop's own cost stays small
+        while not stop[0]:
+            if admit():
+                append(stamp())
+    return loop
+
+
+@contextmanager
+def saturating(loops: Sequence[StampLoop], release: Callable[[], None]) -> Iterator[list[array]]:
+    """Runs each loop in its own daemon thread for the ``with`` block and yields their stamps, one array per loop
+    (each in time order). On leaving: raise the stop flag, ``release()`` whatever a thread may be waiting on (a
+    limiter's ``close`` resumes its paused producers, so they see the flag), then join the threads."""
+    stop, outs = [False], [array("q") for _ in loops]
+    threads = [threading.Thread(target=loop, args=(stop, out), daemon=True)
+               for loop, out in zip(loops, outs, strict=True)]
+    for t in threads:
+        t.start()
+    try:
+        yield outs
+    finally:
+        stop[0] = True
+        release()
+        for t in threads:
+            t.join(timeout=5)
 
 
 # --- the machine --------------------------------------------------------------------------------------------
