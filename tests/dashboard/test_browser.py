@@ -17,7 +17,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from tests.controlplane.conftest import ADMIN, REPO, clean_env, free_port
 
-from .conftest import Participant, Stack, history_ready, start_stack, stop_stack, wait_for
+from .conftest import Participant, Stack, history_ready, start_stack, stop_process, stop_stack, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -52,13 +52,7 @@ class Dashboard:
             return False
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
 
 
 @pytest.fixture(scope="module")
