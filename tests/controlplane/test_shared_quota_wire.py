@@ -12,35 +12,24 @@ from controlplane.state import LiveState
 from metrics.report import PolicySet, Report, ResourceGroup
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane, report, usage
+from .fake_clock import FakeClock, report_at
 
 KEY = "resource_group:publish:g"
-
-
-class FakeClock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def make(clock: FakeClock, **kw: Any) -> Report:
-    return Report.model_validate(report(sent_at=clock.t, **kw))
 
 
 @pytest.mark.unit
 def test_unchanged_usage_keeps_the_values_held() -> None:
     clock = FakeClock()
     live = LiveState(1.0, clock)
-    live.ingest(make(clock, pid="a", seq=1, usage=[usage("g", 10, 30), usage("h", 5)]))
-    live.ingest(make(clock, pid="b", seq=1, usage=[usage("g", 20)]))
+    live.ingest(report_at(clock, pid="a", seq=1, usage=[usage("g", 10, 30), usage("h", 5)]))
+    live.ingest(report_at(clock, pid="b", seq=1, usage=[usage("g", 20)]))
     clock.t += 0.9
-    live.ingest(make(clock, pid="a", seq=2, usage_unchanged=[KEY]))   # still uses g, same values; h dropped
+    live.ingest(report_at(clock, pid="a", seq=2, usage_unchanged=[KEY]))   # still uses g, same values; h dropped
     got = live.usage_map([KEY, "resource_group:publish:h"])
     assert got[KEY]["a"].usage_msgs_per_s == 10 and got[KEY]["a"].demand_msgs_per_s == 30
     assert set(got[KEY]) == {"a", "b"} and got["resource_group:publish:h"] == {}
     fresh = LiveState(1.0, clock)                                        # e.g. a restarted control plane
-    fresh.ingest(make(clock, pid="a", seq=3, usage_unchanged=[KEY]))
+    fresh.ingest(report_at(clock, pid="a", seq=3, usage_unchanged=[KEY]))
     assert fresh.usage_map([KEY]) == {KEY: {}}                           # nothing held: left out
 
 

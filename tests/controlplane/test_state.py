@@ -10,27 +10,16 @@ from controlplane.state import LiveState
 from metrics.report import PolicySet, Report, ResourceGroup, limit_key
 
 from .conftest import report, usage
+from .fake_clock import FakeClock, report_at
 
 pytestmark = pytest.mark.unit
-
-
-class FakeClock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def make(clock: FakeClock, **kw: Any) -> Report:
-    return Report.model_validate(report(sent_at=clock.t, **kw))
 
 
 def test_stale_and_out_of_sequence_reports_are_ignored() -> None:
     clock = FakeClock()
     live = LiveState(1.0, clock)
-    assert live.ingest(make(clock, seq=5)) == (True, None)
-    accepted, why = live.ingest(make(clock, seq=5))
+    assert live.ingest(report_at(clock, seq=5)) == (True, None)
+    accepted, why = live.ingest(report_at(clock, seq=5))
     assert not accepted and "not above" in (why or "")
     old = Report.model_validate(report(seq=6, sent_at=clock.t - 2.5))
     accepted, why = live.ingest(old)
@@ -41,10 +30,10 @@ def test_stale_and_out_of_sequence_reports_are_ignored() -> None:
 def test_expiry_after_two_intervals_and_goodbye() -> None:
     clock = FakeClock()
     live = LiveState(0.5, clock)
-    live.ingest(make(clock, pid="a"))
-    live.ingest(make(clock, pid="b"))
+    live.ingest(report_at(clock, pid="a"))
+    live.ingest(report_at(clock, pid="b"))
     clock.t += 0.9
-    live.ingest(make(clock, pid="b", seq=2))
+    live.ingest(report_at(clock, pid="b", seq=2))
     assert [p["participantId"] for p in live.participants(1)["participants"]] == ["a", "b"]
     clock.t += 0.2   # a: 1.1 s > 2 x 0.5 s
     view = live.participants(1)
@@ -57,13 +46,13 @@ def test_expiry_after_two_intervals_and_goodbye() -> None:
 def test_usage_map_covers_the_reported_keys_across_participants() -> None:
     clock = FakeClock()
     live = LiveState(1.0, clock)
-    live.ingest(make(clock, pid="a", usage=[usage("rg", 10, 30), usage("other", 1)]))
-    live.ingest(make(clock, pid="b", usage=[usage("rg", 20)]))
+    live.ingest(report_at(clock, pid="a", usage=[usage("rg", 10, 30), usage("other", 1)]))
+    live.ingest(report_at(clock, pid="b", usage=[usage("rg", 20)]))
     key = limit_key("resource_group", "publish", "rg")
     m = live.usage_map([key])
     assert set(m) == {key} and set(m[key]) == {"a", "b"}
     assert m[key]["a"].demand_msgs_per_s == 30 and m[key]["b"].usage_msgs_per_s == 20
-    live.ingest(make(clock, pid="a", seq=2, usage=[usage("other", 1)]))  # a stopped using rg
+    live.ingest(report_at(clock, pid="a", seq=2, usage=[usage("other", 1)]))  # a stopped using rg
     assert set(live.usage_map([key])[key]) == {"b"}
 
 
@@ -76,10 +65,10 @@ def test_history_rates_from_counter_deltas_summed_over_participants() -> None:
                  "throttle_time_seconds_total": throttle, "throttled_count": 0}]
 
     for pid in ("a", "b"):
-        live.ingest(make(clock, pid=pid, counters=counters(100, 0)))
+        live.ingest(report_at(clock, pid=pid, counters=counters(100, 0)))
     clock.t += 1.0
-    live.ingest(make(clock, pid="a", seq=2, counters=counters(150, 0.5)))
-    live.ingest(make(clock, pid="b", seq=2, counters=counters(130, 0.0)))
+    live.ingest(report_at(clock, pid="a", seq=2, counters=counters(150, 0.5)))
+    live.ingest(report_at(clock, pid="b", seq=2, counters=counters(130, 0.0)))
     series = live.history(level="topic")["series"]
     assert len(series) == 1 and series[0]["name"] == "t/n/x"
     last = series[0]["points"][-1]
@@ -92,8 +81,8 @@ def test_history_rates_from_counter_deltas_summed_over_participants() -> None:
 def test_resource_group_allocation_is_fair_by_demand() -> None:
     clock = FakeClock()
     live = LiveState(1.0, clock)
-    live.ingest(make(clock, pid="a", usage=[usage("rg", 70, 70)]))
-    live.ingest(make(clock, pid="b", usage=[usage("rg", 30, 70)]))
+    live.ingest(report_at(clock, pid="a", usage=[usage("rg", 70, 70)]))
+    live.ingest(report_at(clock, pid="b", usage=[usage("rg", 30, 70)]))
     ps = PolicySet(version=7, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=100)},
                    namespaceResourceGroups={"t/n": "rg"})
     view = live.resource_groups(ps)["resourceGroups"][0]
@@ -116,8 +105,8 @@ def test_history_is_bounded_and_forgets_old_limiters(monkeypatch: pytest.MonkeyP
         return {"level": "topic", "name": name, "kind": "publish",
                 "msgs": {"tokens": 1, "rate": 1, "capacity": 1, "period_s": 1}}
 
-    live.ingest(make(clock, pid="a", buckets=[bucket(n) for n in ("x", "y", "z", "w")]))
+    live.ingest(report_at(clock, pid="a", buckets=[bucket(n) for n in ("x", "y", "z", "w")]))
     assert {s["name"] for s in live.history()["series"]} == {"x", "y", "z"}        # full: w not tracked
     clock.t += state.HISTORY_S + 5
-    live.ingest(make(clock, pid="a", seq=2, buckets=[bucket("w")]))
+    live.ingest(report_at(clock, pid="a", seq=2, buckets=[bucket("w")]))
     assert {s["name"] for s in live.history()["series"]} == {"w"}                  # old ones pruned, w admitted
