@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,29 +140,24 @@ def health(conn: Conn) -> dict[str, Any] | Unavailable:
     return _cached(conn.url, None, "/healthz")
 
 
-def participants(conn: Conn) -> dict[str, Any] | Unavailable:
-    return _cached(conn.url, conn.token, "/v1/state/participants")
+def _reader(path: str, doc: str) -> Callable[[Conn], dict[str, Any] | Unavailable]:
+    """``read(conn)``: the cached answer of ``path`` with the connection's token. Most reads differ only in the
+    path, so they are made here rather than written out one by one."""
+    def read(conn: Conn) -> dict[str, Any] | Unavailable:
+        return _cached(conn.url, conn.token, path)
+    read.__doc__ = doc
+    return read
 
 
-def buckets(conn: Conn) -> dict[str, Any] | Unavailable:
-    return _cached(conn.url, conn.token, "/v1/state/buckets")
-
-
-def queues(conn: Conn) -> dict[str, Any] | Unavailable:
-    return _cached(conn.url, conn.token, "/v1/state/queues")
-
-
-def resource_groups(conn: Conn) -> dict[str, Any] | Unavailable:
-    return _cached(conn.url, conn.token, "/v1/state/resourcegroups")
-
-
-def policies(conn: Conn) -> dict[str, Any] | Unavailable:
-    """The whole policy document (``/v1/policies``): what every limit is set to right now, and its version."""
-    return _cached(conn.url, conn.token, "/v1/policies")
-
-
-def broker_values(conn: Conn) -> dict[str, Any] | Unavailable:
-    return _cached(conn.url, conn.token, "/admin/v2/brokers/configuration/values")
+participants = _reader("/v1/state/participants", "Live and recently departed participants.")
+buckets = _reader("/v1/state/buckets", "The latest bucket snapshots per level, per participant and summed.")
+queues = _reader("/v1/state/queues", "The latest fairness-queue snapshots (head first).")
+resource_groups = _reader("/v1/state/resourcegroups", "Per resource group: configured quota, attachments, "
+                          "per-participant usage, demand and allocation.")
+policies = _reader("/v1/policies",
+                   "The whole policy document: what every limit is set to right now, and its version.")
+broker_values = _reader("/admin/v2/brokers/configuration/values",
+                        "Every broker dynamic setting's current value (defaults included).")
 
 
 def audit(conn: Conn, limit: int = 100) -> dict[str, Any] | Unavailable:
