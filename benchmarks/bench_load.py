@@ -164,7 +164,8 @@ def control_plane(report_interval_s: float = 1.0) -> Iterator[ControlPlaneProces
 # --- simulated participants ------------------------------------------------------------------------------------
 
 def _report_template(i: int, interval_s: float) -> tuple[bytes, ...]:
-    """Participant ``i``'s report as byte pieces around its seq, sent_at and admitted counter (filled per send)."""
+    """Participant ``i``'s report as byte pieces around its seq, sent_at, applied policy version and admitted
+    counters (filled per send)."""
     job = i // GROUP
     tenant, ns, topic, group = f"tenant{job % 10}", f"tenant{job % 10}/ns{job}", f"tenant{job % 10}/ns{job}/t", f"rg{job}"
     limiters = [("broker", "broker"), ("resource_group", group), ("tenant", tenant), ("namespace", ns),
@@ -172,7 +173,7 @@ def _report_template(i: int, interval_s: float) -> tuple[bytes, ...]:
     report = {
         "participant": {"participant_id": f"load/{job}/{i}", "application_id": f"load-app-{job}",
                         "executor_id": str(i % GROUP), "host": f"host{i % 7}", "pid": 10_000 + i},
-        "seq": "@SEQ@", "sent_at": "@SENT@", "interval_s": interval_s, "applied_policy_version": 0,
+        "seq": "@SEQ@", "sent_at": "@SENT@", "interval_s": interval_s, "applied_policy_version": "@VER@",
         "usage": [{"level": level, "name": name, "direction": "publish", "usage_msgs_per_s": 40.0 + i % 13,
                    "usage_bytes_per_s": 4000.0 + i, "demand_msgs_per_s": 55.0 + i % 17,
                    "demand_bytes_per_s": 5500.0 + i} for level, name in (("resource_group", group), ("topic", topic))],
@@ -186,7 +187,7 @@ def _report_template(i: int, interval_s: float) -> tuple[bytes, ...]:
                     "entries": [{"producer": f"{topic}#p{i % GROUP}", "waiting_s": 0.01}]}],
     }
     text = json.dumps(report, separators=(",", ":"))
-    return tuple(part.encode() for part in re.split(r'"@(?:SEQ|SENT|ADMITTED)@"', text))
+    return tuple(part.encode() for part in re.split(r'"@(?:SEQ|SENT|VER|ADMITTED)@"', text))
 
 
 @dataclass
@@ -212,21 +213,24 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
             "Content-Type: application/json\r\nUser-Agent: throttlescope-bench\r\nContent-Length: ").encode()
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
-    seq, due = 0, first_due
+    seq, due, applied = 0, first_due, b"0"
     while due < end:
         await asyncio.sleep(max(0.0, due - time.monotonic()))
         try:
             if writer is None:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), ANSWER_TIMEOUT_S)
             seq += 1
+            admitted = str(seq * 100).encode()
             body = b"".join((pieces[0], str(seq).encode(), pieces[1], repr(time.time()).encode(), pieces[2],
-                             str(seq * 100).encode(), *(p + str(seq * 100).encode() for p in pieces[3:-1]),
-                             pieces[-1]))
+                             applied, *(p + admitted for p in pieces[3:-1]), pieces[-1]))
             start = time.monotonic()
             writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
             status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
             latency = time.monotonic() - start
             ok = status == 200 and b'"accepted":true' in answer
+            version = _POLICY_VERSION.search(answer)
+            if version is not None:   # applied, as a participant does: the next answers omit the policy document
+                applied = version.group(1)
             if not ok:
                 load.error(f"HTTP {status}" if status != 200 else "not accepted")
             load.samples.append(Sample(due, latency, ok))
@@ -242,6 +246,9 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
             due = now
     if writer is not None:
         writer.close()
+
+
+_POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')
 
 
 async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
@@ -272,6 +279,14 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
     return load, {"cp_cpu_pct": 100 * (cpu1 - cpu0) / wall, "gen_cpu_pct": 100 * (gen1 - gen0) / wall,
                   "rss_start_mb": mem0["VmRSS"] / 1024, "rss_end_mb": mem1["VmRSS"] / 1024,
                   "hwm_mb": mem1["VmHWM"] / 1024, "window_s": wall}
+
+
+def _server_stack() -> str:
+    """What uvicorn serves with here: it picks uvloop and httptools when they are installed (uvicorn[standard])."""
+    from importlib.util import find_spec
+
+    loop = "uvloop" if find_spec("uvloop") else "asyncio"
+    return f"{loop} + {'httptools' if find_spec('httptools') else 'h11'}"
 
 
 def _own_cpu() -> float:
@@ -330,7 +345,7 @@ def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
         row(SECTION, f"{what}: reports answered per second", handled, "reports/s",
             note=f"{m['participants'] / 1.0:,.0f}/s offered; each participant waits for its answer before the next"),
         row(SECTION, f"{what}: control plane CPU", m["cp_cpu_pct"], "% of 1 core",
-            note=f"{cpu_ms:.2f} ms of CPU per report; one uvicorn process (h11); {os.cpu_count()} cores shared "
+            note=f"{cpu_ms:.2f} ms of CPU per report; one uvicorn process ({_server_stack()}); {os.cpu_count()} cores shared "
                  f"with the load generator; load average {m['loadavg_before']:.2f} before the run"),
         row(SECTION, f"{what}: control plane memory (RSS)", m["rss_end_mb"], "MB",
             note=f"{m['rss_start_mb']:.1f} MB at the window's start, peak {m['hwm_mb']:.1f} MB"),

@@ -27,14 +27,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as CONTENT_TYPE
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from controlplane.api_participant import REPORT_PATH
 from controlplane.config import ConfigError
 from controlplane.state import LiveState
 from metrics.collector import ThrottlescopeCollector, topic_labels_from_env
 from metrics.report import PolicySet
 
-__all__ = ["router", "install", "ReportTimer", "REPORT_PATH"]
+__all__ = ["router", "install", "ReportTimer"]
 
-REPORT_PATH = "/v1/report"
 router = APIRouter(tags=["metrics"])
 
 

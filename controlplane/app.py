@@ -89,7 +89,9 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     errors.install(app)
     for module in (api_participant, api_groups, api_policies, api_broker, api_state):  # reports: matched first
         app.include_router(module.router)
-    api_metrics.install(app, live, app.state.ctx.policies)  # before the guard: the guard runs first
+    # the last added runs first: guard -> report timer -> report fast path -> FastAPI's routes
+    app.add_middleware(api_participant.ReportFastPath, ctx=app.state.ctx)
+    api_metrics.install(app, live, app.state.ctx.policies)
     app.add_middleware(GuardMiddleware, tokens=tokens, open_reads=settings.open_reads,
                        max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
     app.openapi = _openapi(app)  # type: ignore[method-assign]

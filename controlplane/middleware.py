@@ -25,7 +25,10 @@ _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 def json_depth(body: bytes) -> int:
     """Maximum nesting of arrays/objects in ``body`` (string contents ignored); a cheap pre-parse check."""
-    brackets = _STRINGS.sub(b"", body).translate(None, _NOT_BRACKETS)
+    # Without a backslash no quote is escaped, so quotes alternate opening and closing strings: what lies outside
+    # them is every other piece of a split (4x faster than the regex, which only bodies with escapes need).
+    outside = _STRINGS.sub(b"", body) if b"\\" in body else b"".join(body.split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKETS)
     depth = deepest = 0
     for c in brackets:
         if c in (0x5B, 0x7B):  # [ {
@@ -108,16 +111,20 @@ class GuardMiddleware:
             await _send_reason(send, 400, f"the JSON body is nested deeper than {self.max_depth} levels")
             return
 
-        replayed = False
+        await self.app(scope, replay_body(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the already-read ``body`` once, then whatever ``receive`` gives (a disconnect)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+    return replay
 
 
 def role_of(request: Any) -> str:

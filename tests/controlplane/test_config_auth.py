@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controlplane.auth import Tokens, allows, load_tokens, required_role
 from controlplane.config import ConfigError, Settings, parse_settings
@@ -107,6 +110,26 @@ def test_json_depth() -> None:
     assert json_depth(b'{"a": "\\"[[[["}') == 1
     assert json_depth(b"[" * 40 + b"]" * 40) == 40
     assert json_depth(b"") == 0
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_TEXT = st.text(alphabet='ab[]{}"\\:,é', max_size=8)   # strings full of what could fool a bracket counter
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | _TEXT,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+                     max_leaves=30)
+
+
+@given(_JSON, st.booleans())
+def test_json_depth_is_the_real_nesting(value: object, ascii_only: bool) -> None:
+    body = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert json_depth(body) == _depth(value)
 
 
 def test_settings_is_frozen() -> None:

@@ -1,0 +1,111 @@
+"""ReportFastPath: a valid report is answered without FastAPI; everything else reaches the route unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.api_participant import ReportFastPath, answer_report
+from controlplane.config import Settings
+from controlplane.context import Context
+from controlplane.state import LiveState
+from controlplane.store import Store
+from metrics.report import Report, ReportResponse
+
+from .conftest import report, usage
+
+pytestmark = pytest.mark.unit
+
+
+class Route:
+    """Stands where FastAPI's routes are: records what reaches it and answers 299."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, Any], bytes]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        self.calls.append((scope, body))
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Any:
+    store = Store(tmp_path)
+    yield Context(settings=Settings(data_dir=tmp_path), store=store, live=LiveState(1.0))
+    store.close()
+
+
+def call(app: Any, body: bytes, method: str = "POST", path: str = "/v1/report",
+         content_type: bytes | None = b"application/json", chunks: int = 1) -> tuple[int, bytes]:
+    headers = [] if content_type is None else [(b"Content-Type", content_type)]
+    scope = {"type": "http", "method": method, "path": path, "headers": headers}
+    step = max(1, -(-len(body) // chunks))
+    parts = [body[i:i + step] for i in range(0, len(body), step)] or [b""]
+    messages = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1} for i, p in enumerate(parts)]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_a_valid_report_is_answered_without_the_route(ctx: Context) -> None:
+    route = Route()
+    body = json.dumps(report("p1", usage=[usage("rg", 5)])).encode()
+    status, answer = call(ReportFastPath(route, ctx), body, chunks=3)
+    assert status == 200 and route.calls == []
+    parsed = ReportResponse.model_validate_json(answer)
+    assert parsed.accepted and parsed.policyVersion == 1 and parsed.policies is not None
+    assert parsed.usage["resource_group:publish:rg"]["p1"].usage_msgs_per_s == 5
+    assert [p["participantId"] for p in ctx.live.participants(1)["participants"]] == ["p1"]
+
+
+def test_the_answer_is_the_routes_answer(ctx: Context) -> None:
+    """Both paths render with answer_report: what the fast path sends is what the route would have sent."""
+    route = Route()
+    status, answer = call(ReportFastPath(route, ctx), json.dumps(report("p1", seq=1, applied=1)).encode(),
+                          content_type=b"application/json; charset=utf-8")
+    expected = answer_report(ctx, Report.model_validate(report("p1", seq=1, applied=1)))  # the same seq again
+    assert status == 200 and route.calls == []
+    assert json.loads(answer) == {**json.loads(expected), "accepted": True, "reason": None}
+    assert json.loads(expected)["accepted"] is False   # the route's path too ignores a repeated seq
+
+
+@pytest.mark.parametrize(("body", "content_type"), [
+    (json.dumps({**report("p1"), "extra": 1}).encode(), b"application/json"),    # the route says what is wrong
+    (json.dumps(report("p1", seq=-1)).encode(), b"application/json"),
+    (b'{"participant": ', b"application/json"),
+    (b"", b"application/json"),
+    (json.dumps(report("p1")).encode(), b"text/plain"),                         # the route decides what to do
+    (json.dumps(report("p1")).encode(), None),
+])
+def test_anything_else_reaches_the_route_with_its_body_and_stores_nothing(ctx: Context, body: bytes,
+                                                                          content_type: bytes | None) -> None:
+    route = Route()
+    status, _ = call(ReportFastPath(route, ctx), body, content_type=content_type, chunks=2)
+    assert status == 299 and [b for _, b in route.calls] == [body]
+    assert ctx.live.participants(1)["participants"] == []
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/report"), ("POST", "/v1/goodbye"),
+                                              ("POST", "/v1/report/")])
+def test_other_requests_pass_through(ctx: Context, method: str, path: str) -> None:
+    route = Route()
+    body = json.dumps(report("p1")).encode()
+    assert call(ReportFastPath(route, ctx), body, method=method, path=path)[0] == 299
+    assert [(s["path"], b) for s, b in route.calls] == [(path, body)]
