@@ -153,6 +153,26 @@ def test_live_capacity_change_trims_but_never_invents_or_forgives(clock):
     assert b.tokens() == -60
 
 
+def test_a_trimmed_capacity_holds_for_one_unit_calls_at_once(clock):
+    b = bucket(clock, rate=100_000, capacity=100_000)   # one tick's refill is 1,600: a large unit allowance
+    assert b.consume_and_check(1)
+    b.capacity = 10
+    assert [b.consume_and_check(1) for _ in range(12)] == [True] * 9 + [False] * 3   # as a bucket of 10 does
+
+
+def test_unit_calls_on_a_large_balance_update_once_per_tick_of_refill(clock):
+    """With more than a tick's refill in the bucket, consume(1) admits that much, then updates (in the same tick):
+    the other channel's consumption is seen by then."""
+    b = bucket(clock, rate=100_000, capacity=100_000)
+    assert b.consume_and_check(1)                      # updates: 99,999 left, 1,600 of them for consume(1)
+    assert b.consume_and_check(99_989) is True         # the deque channel takes almost everything (10 left)
+    answers = [b.consume_and_check(1) for _ in range(1_610)]
+    # the slice is admitted (the update's own number is one of its 1,600), then the next call updates and sees
+    # the deque's consumption: a stale slack of one tick's refill, never more
+    assert answers == [True] * 1_599 + [False] * 11
+    assert b.tokens() == 10 - 1_610
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"rate": 0}, "rate must be"), ({"rate": -1}, "rate must be"), ({"rate": math.nan}, "rate must be"),
     ({"rate": math.inf}, "rate must be"), ({"rate": "10"}, "rate must be"), ({"rate": True}, "rate must be"),
@@ -252,3 +272,40 @@ def test_property_admitted_never_exceeds_capacity_plus_rate_times_t(ops, rate, c
             throttled = not b.consume_and_check(n)
     assert admitted <= capacity + rate * elapsed + biggest + 1e-6
     assert b.consumed_total() == admitted
+
+
+bursts = st.lists(st.tuples(st.floats(min_value=0, max_value=3.0), st.integers(min_value=0, max_value=400)),
+                  min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(bursts=bursts, rate=st.integers(min_value=1, max_value=5000), capacity=st.integers(min_value=1, max_value=500),
+       resolution_s=st.sampled_from([0, 0.001, 0.016]))
+def test_property_every_window_admits_at_most_capacity_plus_its_refill(bursts, rate, capacity, resolution_s):
+    """consume(1) only: pauses (up to 3 s, long enough to refill past capacity) then bursts, time moving 1 µs a
+    call. In *every* window -- not just the whole run -- what was admitted is at most capacity + rate * window,
+    plus the slack of eventual consistency: one resolution tick's refill (the most one update lets consume(1)
+    admit before the next) and the send that crossed the limit."""
+    clock = ManualClock()
+    b = AsyncTokenBucket(rate=rate, capacity=capacity, resolution_s=resolution_s, clock=clock)
+    admitted_at: list[float] = []
+    t, throttled = 0.0, False
+    for pause_s, calls in bursts:
+        clock.advance(pause_s)
+        t += pause_s
+        for _ in range(calls):
+            clock.advance(1e-6)
+            t += 1e-6
+            if throttled:
+                throttled = not b.contains_tokens(force_update=True)
+            if not throttled:
+                admitted_at.append(t)
+                throttled = not b.consume_and_check(1)
+    slack = max(1, math.ceil(rate * resolution_s)) + 1
+    # every window [admitted_at[i], admitted_at[j]]: j - i + 1 <= capacity + rate * (its length) + slack, i.e.
+    # (j + 1 - rate * admitted_at[j]) - (i - rate * admitted_at[i]) <= capacity + slack, checked with a running min
+    lowest = math.inf
+    for j, at in enumerate(admitted_at):
+        lowest = min(lowest, j - rate * at)
+        assert (j + 1 - rate * at) - lowest <= capacity + slack + 1e-6, j
+    assert b.consumed_total() == len(admitted_at)
