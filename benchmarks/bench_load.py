@@ -39,8 +39,6 @@ import json
 import math
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from controlplane.launcher import end, env_without_settings, free_port, spawn
 
 from .common import percentile, row
 
@@ -67,12 +67,6 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- the control plane process and /proc readings ------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of process ``pid`` (its threads included), in seconds."""
@@ -114,38 +108,16 @@ class ControlPlaneProcess:
 
     def start(self) -> ControlPlaneProcess:
         self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("THROTTLESCOPE_")}
-        env.update(THROTTLESCOPE_ADMIN_TOKEN=ADMIN, THROTTLESCOPE_TOKEN=PARTICIPANT)
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controlplane", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--data-dir", str(self.data_dir / "data"), "--report-interval", f"{self.report_interval_s:g}",
-                 "--log-level", "warning"], cwd=REPO, env=env, stdout=log, stderr=log)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the control plane exited with {self.proc.returncode}: "
-                                   f"{self.log.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"the control plane did not start within {START_TIMEOUT_S:g} s")
+        self.proc = spawn(self.port, self.data_dir / "data", ["--report-interval", f"{self.report_interval_s:g}"],
+                          env_without_settings(THROTTLESCOPE_ADMIN_TOKEN=ADMIN, THROTTLESCOPE_TOKEN=PARTICIPANT),
+                          self.log, cwd=REPO, timeout_s=START_TIMEOUT_S)
+        return self
 
     def admin(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end(self.proc)
         self.proc = None
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,22 +12,16 @@ from typing import Any
 import httpx
 import pytest
 
+from controlplane.launcher import end, env_without_settings, free_port, spawn
+
 ADMIN = "admin-token-for-tests-0123456789"
 PARTICIPANT = "participant-token-for-tests-0123"
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 20.0
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("THROTTLESCOPE_")}
-    env.update(extra)
-    return env
+    return env_without_settings(**extra)
 
 
 class ControlPlane:
@@ -60,23 +51,9 @@ class ControlPlane:
         if not (keep_port and self.port):
             self.port = free_port()
         self.starts += 1
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controlplane", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--data-dir", str(self.data_dir), "--log-level", "warning", *self.args],
-                cwd=REPO, env=self.env, stdout=err, stderr=err)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"control plane exited with {self.proc.returncode}: {self.stderr()}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"control plane not ready within {START_TIMEOUT_S}s: {self.stderr()}")
+        self.proc = spawn(self.port, self.data_dir, self.args, self.env, self.stderr_path, cwd=REPO,
+                          timeout_s=START_TIMEOUT_S)
+        return self
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
@@ -92,13 +69,7 @@ class ControlPlane:
         for c in self._clients:
             c.close()
         self._clients.clear()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end(self.proc, sig)
         self.proc = None
 
     def stop(self) -> None:
