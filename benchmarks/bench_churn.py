@@ -200,9 +200,16 @@ async def _member(m: Member, c: httpx.AsyncClient, t0: float, end: float, interv
         due += interval_s
     await asyncio.sleep(max(0.0, stop - time.monotonic()))   # leave at the time set, not at the last report
     if m.how in ("goodbye", "stay"):      # stayers say goodbye at the end
-        r = await c.post("/v1/goodbye", json={"participant_id": m.pid})
-        if r.status_code != 204:
-            run.errors.append(f"{m.pid} goodbye: {r.status_code} {r.text[:200]}")
+        for attempt in (1, 2):   # a pooled connection the server closed as idle fails once; a retry is a new one
+            try:
+                r = await c.post("/v1/goodbye", json={"participant_id": m.pid})
+            except httpx.TransportError as e:
+                if attempt == 2:
+                    run.errors.append(f"{m.pid} goodbye: {type(e).__name__}")
+                continue
+            if r.status_code != 204:
+                run.errors.append(f"{m.pid} goodbye: {r.status_code} {r.text[:200]}")
+            break
         m.left_at = time.monotonic() - t0
     elif m.how == "silent":
         m.left_at = m.last_sent
