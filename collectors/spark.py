@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -162,15 +164,31 @@ def throttle_foreach_batch(sink: Callable[[Any, int], None], topic: str, **produ
     return throttled_sink
 
 
+def _application_id(builder: Any) -> str:
+    """``<the application's name, as an id>-<8 random hex digits>`` (``spark`` when it has no name yet)."""
+    if hasattr(builder, "_options"):        # SparkSession.Builder keeps its settings in a dict until getOrCreate
+        name = builder._options.get("spark.app.name")
+    else:                                   # SparkConf
+        name = builder.get("spark.app.name", None)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name or "")).strip("-._")[:48] or "spark"
+    return f"{slug}-{secrets.token_hex(4)}"
+
+
 def configure(builder: Any, url: str | None = None, token: str | None = None, **env: str) -> Any:
     """Pass the control plane's address and token (default: this process's environment) to every executor,
-    and make the Python workers run this interpreter. Works on a ``SparkSession.Builder`` or a ``SparkConf``."""
+    and make the Python workers run this interpreter. Works on a ``SparkSession.Builder`` or a ``SparkConf``.
+
+    Without a THROTTLESCOPE_APP_ID (argument or environment), one is made from the application's name and a
+    random suffix (``enrich-3f9a1c2e``) and set for the executors and this driver alike: Python workers cannot
+    see Spark's application id, and without it every worker would report the application ``local``."""
     values = {name: os.environ[name] for name in _ENV_PASSED if os.environ.get(name)}
     if url:
         values["THROTTLESCOPE_URL"] = url
     if token:
         values["THROTTLESCOPE_TOKEN"] = token
     values.update(env)
+    if not values.get("THROTTLESCOPE_APP_ID"):
+        values["THROTTLESCOPE_APP_ID"] = os.environ["THROTTLESCOPE_APP_ID"] = _application_id(builder)
     setter = builder.config if hasattr(builder, "config") else builder.set
     for name, value in values.items():
         setter(f"spark.executorEnv.{name}", value)
