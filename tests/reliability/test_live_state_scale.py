@@ -15,22 +15,15 @@ import pytest
 
 from controlplane.state import LiveState
 from metrics.report import Report, limit_key
-from tests.controlplane.conftest import report, usage
+from tests.controlplane.conftest import usage
+from tests.controlplane.fake_clock import FakeClock, report_at
 
 pytestmark = pytest.mark.unit
 KEY = limit_key("resource_group", "publish", "rg")
 
 
-class FakeClock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def make(clock: FakeClock, pid: str, seq: int, **kw: Any) -> Report:
-    return Report.model_validate(report(pid=pid, seq=seq, sent_at=clock.t, usage=[usage("rg", 10)], **kw))
+    return report_at(clock, pid=pid, seq=seq, usage=[usage("rg", 10)], **kw)
 
 
 def test_usage_index_follows_reports_goodbyes_and_expiry_and_keeps_nothing_behind() -> None:
@@ -44,7 +37,7 @@ def test_usage_index_follows_reports_goodbyes_and_expiry_and_keeps_nothing_behin
     users = live.usage_map([KEY])[KEY]
     assert len(users) == 500 and not any(f"p{i}" in users for i in range(0, 1000, 2))
     # p1 moves to another group: it leaves the first one's map at once
-    assert live.ingest(Report.model_validate(report(pid="p1", seq=2, sent_at=clock.t, usage=[usage("other", 1)])))[0]
+    assert live.ingest(report_at(clock, pid="p1", seq=2, usage=[usage("other", 1)]))[0]
     assert "p1" not in live.usage_map([KEY])[KEY]
     clock.t += 1.5
     for i in range(3, 1000, 2):               # all but p1 report again: p1 is now the least recently heard from

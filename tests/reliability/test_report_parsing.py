@@ -33,6 +33,7 @@ from metrics.report import (
     ReportResponse,
     limit_key,
 )
+from tests.controlplane.fake_clock import FakeClock
 from tests.reliability.conftest import counters as counter_samples
 
 pytestmark = pytest.mark.unit
@@ -179,14 +180,6 @@ def test_valid_reports_round_trip(doc: dict[str, Any]) -> None:
 
 
 # --- whatever is accepted can be held and shown --------------------------------------------------------------------
-
-class FakeClock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
 
 @settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(reports(sent_at=st.just(0.0)), reports(sent_at=st.just(0.0)))
