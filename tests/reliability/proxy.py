@@ -55,6 +55,7 @@ class FaultyProxy:
     def stop(self) -> None:
         if self._thread.is_alive():
             self._call(self._switch("refuse", 0.0))
+            self._call(self._end_handlers())   # none left pending when the loop stops ("Task was destroyed")
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
 
@@ -75,6 +76,12 @@ class FaultyProxy:
             self._server = None
         elif mode != "refuse" and self._server is None:
             await self._listen()
+
+    async def _end_handlers(self) -> None:
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
