@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import httpx
@@ -52,13 +53,8 @@ def spawn(port: int, data_dir: Path, args: Sequence[str] = (), env: Mapping[str,
     if it exits first or does not answer within ``timeout_s`` (then it is killed)."""
     command = [sys.executable, "-m", "controlplane", "--host", HOST, "--port", str(port), "--data-dir",
                str(data_dir), "--log-level", log_level, *args]
-    if log_path is None:
-        proc = subprocess.Popen(command, cwd=cwd, env=dict(env) if env is not None else None,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    else:
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(command, cwd=cwd, env=dict(env) if env is not None else None,
-                                    stdout=log, stderr=log)
+    with open(log_path, "ab") if log_path is not None else nullcontext(subprocess.DEVNULL) as out:
+        proc = subprocess.Popen(command, cwd=cwd, env=dict(env) if env is not None else None, stdout=out, stderr=out)
     url = f"http://{HOST}:{port}/healthz"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
