@@ -188,6 +188,26 @@ def format_summary(summary: Mapping[str, Any], skip: Iterable[str] = ("events",)
     return "\n".join(lines)
 
 
+def per_participant(rows: Iterable[Mapping[str, Any]], start: Mapping[str, Any],
+                    add: Callable[[dict[str, Any], Mapping[str, Any]], None], amount: str, rate_key: str,
+                    digits: int) -> dict[str, dict[str, Any]]:
+    """Each participant's totals over its tasks' result rows (``add`` folds one row into a copy of ``start``), plus
+    ``rate_key``: ``amount`` per second from its first event to its last (None without two distinct times)."""
+    participants: dict[str, dict[str, Any]] = {}
+    spans: dict[str, tuple[float, float]] = {}
+    for r in rows:
+        pid = r["participant"]
+        add(participants.setdefault(pid, dict(start)), r)
+        if r["events"]:
+            first, last = spans.get(pid, (math.inf, 0.0))
+            spans[pid] = (min(first, r["events"][0][0]), max(last, r["events"][-1][0]))
+    for pid, agg in participants.items():
+        first, last = spans.get(pid, (math.inf, 0.0))
+        span = last - first
+        agg[rate_key] = round(agg[amount] / span, digits) if span > 0 else None
+    return participants
+
+
 def rate_between(times: Sequence[float], amounts: Sequence[float], t0: float, t1: float) -> float:
     """Amount per second of the events with ``t0 <= t < t1``."""
     if t1 <= t0:

@@ -23,14 +23,22 @@ requests, for measurements. (The quota is per participant: N workers together ma
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from limiter.mutation import call_with_mutation_quota
 
-from .common import Deadline, optional_positive, positive, ready_participant, summarize, task_info
+from .common import (
+    Deadline,
+    optional_positive,
+    per_participant,
+    positive,
+    ready_participant,
+    summarize,
+    task_info,
+)
 
 __all__ = ["MutationConfig", "run_mutation", "plan_directories"]
 
@@ -123,19 +131,13 @@ def run_mutation(spark: Any, config: MutationConfig) -> dict[str, Any]:
     rows = spark.sparkContext.parallelize(requests, parts).mapPartitions(
         lambda it: mutate_partition(it, config, deadline_at)).collect()
     ended = time.time()
-    participants: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        agg = participants.setdefault(r["participant"], {"mutations": 0, "retries": 0, "quota_per_s": None,
-                                                         "first": float("inf"), "last": 0.0})
+    def add(agg: dict[str, Any], r: Mapping[str, Any]) -> None:
         agg["mutations"] += r["done"]
         agg["retries"] += r["retries"]
         agg["quota_per_s"] = r["quota_per_s"]
-        if r["events"]:
-            agg["first"] = min(agg["first"], r["events"][0][0])
-            agg["last"] = max(agg["last"], r["events"][-1][0])
-    for agg in participants.values():
-        span = agg.pop("last") - agg.pop("first")
-        agg["mutations_per_s"] = round(agg["mutations"] / span, 2) if span > 0 else None
+
+    participants = per_participant(rows, {"mutations": 0, "retries": 0, "quota_per_s": None}, add,
+                                   "mutations", "mutations_per_s", 2)
     return summarize("mutation", records_in=len(names), records_out=sum(r["done"] for r in rows), bytes_in=None,
                      bytes_out=0, started_s=started, ended_s=ended, unit="mutations",
                      existing=sum(r["existing"] for r in rows), not_done=sum(r["left"] for r in rows),

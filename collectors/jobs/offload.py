@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from .common import (
     Deadline,
     atomic_write_text,
     optional_positive,
+    per_participant,
     positive,
     ready_participant,
     split_evenly,
@@ -172,20 +173,14 @@ def run_offload(spark: Any, config: OffloadConfig) -> dict[str, Any]:
         rows = spark.sparkContext.parallelize(groups, len(groups)).mapPartitions(
             lambda it: offload_groups(it, config, deadline_at)).collect()
     ended = time.time()
-    participants: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        agg = participants.setdefault(r["participant"], {"ledgers": 0, "bytes": 0, "reads_limited": 0,
-                                                         "first": float("inf"), "last": 0.0})
+    def add(agg: dict[str, Any], r: Mapping[str, Any]) -> None:
         agg["ledgers"] += len(r["copied"])
         agg["bytes"] += sum(c["bytes"] for c in r["copied"])
         agg["reads_limited"] += r["reads_limited"]
         agg["limit_bytes_per_s"] = r["bytes_per_s_limit"]
-        if r["events"]:
-            agg["first"] = min(agg["first"], r["events"][0][0])
-            agg["last"] = max(agg["last"], r["events"][-1][0])
-    for agg in participants.values():
-        span = agg.pop("last") - agg.pop("first")
-        agg["bytes_per_s"] = round(agg["bytes"] / span, 1) if span > 0 else None
+
+    participants = per_participant(rows, {"ledgers": 0, "bytes": 0, "reads_limited": 0}, add, "bytes",
+                                   "bytes_per_s", 1)
     copied = [c for r in rows for c in r["copied"]]
     return summarize("offload", records_in=len(todo), records_out=len(copied),
                      bytes_in=sum(s for _, s in todo), bytes_out=sum(c["bytes"] for c in copied),

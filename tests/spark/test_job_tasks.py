@@ -19,7 +19,7 @@ from collectors.jobs import (
     make_backlog,
     make_ledgers,
 )
-from collectors.jobs.common import split_evenly, steady_rate
+from collectors.jobs.common import per_participant, split_evenly, steady_rate
 from collectors.jobs.consumer import ConsumeSettings, consume_partition, read_cursor
 from collectors.jobs.mutation import mutate_partition, plan_directories
 from collectors.jobs.offload import offload_groups
@@ -101,3 +101,18 @@ def test_configs_and_helpers_reject_nonsense():
         steady_rate([1.0, 2.0], [1, 1], [False, True])
     groups = split_evenly([5, 1, 4, 2, 3], 2, weight=float)
     assert sorted(sum(g) for g in groups) == [7, 8]
+
+
+def test_per_participant_sums_tasks_and_rates_over_each_participants_event_span():
+    rows = [{"participant": "a", "done": 3, "events": [(10.0, 1), (11.0, 1)]},
+            {"participant": "a", "done": 5, "events": [(12.0, 1), (14.0, 1)]},
+            {"participant": "b", "done": 2, "events": []},
+            {"participant": "c", "done": 1, "events": [(5.0, 1)]}]
+
+    def add(agg, r):
+        agg["done"] += r["done"]
+
+    got = per_participant(rows, {"done": 0}, add, "done", "done_per_s", 2)
+    assert got == {"a": {"done": 8, "done_per_s": 2.0},      # 8 over 10.0 .. 14.0
+                   "b": {"done": 2, "done_per_s": None},     # no events: no span
+                   "c": {"done": 1, "done_per_s": None}}     # one instant: no span
