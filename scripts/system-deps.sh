@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System packages the test layers need (Java for Spark; prometheus, chromium for their layers).
+# System packages the test layers and benchmarks need (Java for Spark; prometheus, chromium for their layers;
+# redis-server for the central-limiter baseline of the shared-limit benchmark).
 # Installs what is missing when run as root with apt-get; otherwise says what is missing and moves on
 # (the layers that need a missing binary are then skipped with that reason, never silently passed).
 set -u
@@ -7,6 +8,7 @@ need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing system packages: ${need[*]}"

@@ -1,0 +1,128 @@
+"""The three ways a Spark task can hold a shared limit, side by side -- run inside the Spark tasks.
+
+- ``ours``: throttlescope's public helper ``collectors.spark.throttle_arrow(topic)``; the limit is a shared policy
+  on the control plane, split between the workers that send;
+- ``static``: what users do today: ``limit / tasks`` for each Python worker, a local token bucket of its own
+  (``limiter.PublishRateLimiter``, kept by the worker across tasks, as a per-executor limiter is);
+- ``redis``: a central exact limiter: ``limits``' moving window on Redis, one round trip per acquire (a refused
+  acquire is retried every ``REDIS_RETRY_S``).
+
+``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as
+``<unix time> <rows>`` and writes its lines to ``<log_dir>/<pid>-<random>.log`` when it ends (or every
+``FLUSH_EVERY`` batches, so a killed executor's tasks leave what they sent).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["arrow_fn", "KINDS", "REDIS_RETRY_S"]
+
+KINDS = ("ours", "static", "redis")
+REDIS_RETRY_S = 0.002
+FLUSH_EVERY = 20
+
+
+class _Recorder:
+    def __init__(self, log_dir: str):
+        self.path = os.path.join(log_dir, f"{os.getpid()}-{secrets.token_hex(4)}.log")
+        self.lines: list[str] = []
+
+    def admitted(self, rows: int) -> None:
+        self.lines.append(f"{time.time():.6f} {rows}\n")
+        if len(self.lines) >= FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.lines:
+            with open(self.path, "a") as f:
+                f.writelines(self.lines)
+            self.lines = []
+
+
+class _Pacer:
+    """Holds a task to ``rows_per_s`` (the source's own pace; 0 = as fast as the limit lets it)."""
+
+    def __init__(self, rows_per_s: float):
+        self.rows_per_s, self.start, self.sent = rows_per_s, time.monotonic(), 0
+
+    def before(self, rows: int) -> None:
+        if self.rows_per_s > 0:
+            due = self.start + self.sent / self.rows_per_s
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        self.sent += rows
+
+
+def _redis_acquire(url: str, limit_per_s: float, key: str) -> Callable[[int], None]:
+    from limits import parse
+    from limits.storage import storage_from_string
+    from limits.strategies import MovingWindowRateLimiter
+
+    limiter = MovingWindowRateLimiter(storage_from_string(url))
+    item = parse(f"{int(limit_per_s)}/second")
+
+    def acquire(rows: int) -> None:
+        while not limiter.hit(item, key, cost=rows):
+            time.sleep(REDIS_RETRY_S)
+    return acquire
+
+
+_STATIC: dict[tuple[str, float], Any] = {}   # per Python worker: PySpark reuses workers across tasks
+
+
+def _static_acquire(key: str, limit_per_task: float) -> Callable[[int], None]:
+    from limiter import Producer, PublishRateLimiter, Rate
+
+    limiter = _STATIC.get((key, limit_per_task))
+    if limiter is None:
+        limiter = _STATIC[(key, limit_per_task)] = PublishRateLimiter(Rate(limit_per_task, -1, 1))
+    producer = Producer("static", [limiter])
+    return lambda rows: producer.acquire(msgs=rows)
+
+
+def _partition() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: float = 0, tasks: int = 1,
+             redis_url: str = "", redis_key: str = "shared", pace_per_task: float = 0
+             ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function of ``kind``; partition ``p`` sends to ``topics[p % len(topics)]`` (see the
+    module doc). ``limit_per_s``: the shared limit (the static split and Redis enforce it themselves)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+    def fn(batches: Iterator[Any]) -> Iterator[Any]:
+        record, pacer = _Recorder(log_dir), _Pacer(pace_per_task)
+        topic = topics[_partition() % len(topics)]
+        try:
+            if kind == "ours":
+                from collectors.spark import throttle_arrow
+
+                def paced() -> Iterator[Any]:
+                    for b in batches:
+                        pacer.before(b.num_rows)
+                        yield b
+                for b in throttle_arrow(topic)(paced()):
+                    record.admitted(b.num_rows)
+                    yield b
+                return
+            acquire = (_static_acquire(redis_key, limit_per_s / tasks) if kind == "static"
+                       else _redis_acquire(redis_url, limit_per_s, redis_key))
+            for b in batches:
+                pacer.before(b.num_rows)
+                acquire(b.num_rows)
+                record.admitted(b.num_rows)
+                yield b
+        finally:
+            record.flush()
+    return fn

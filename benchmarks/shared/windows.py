@@ -1,0 +1,85 @@
+"""Admitted events -> what a shared limit did: how much of it was used, and whether any second broke it.
+
+Every task writes one line per admitted batch, ``<unix time> <rows>`` (``kinds.Recorder``). Over a measuring
+span ``[t0, t1)``:
+
+- ``mean_ratio``: rows admitted in the span / (limit x span);
+- ``worst_window_ratio``: the largest number of rows admitted in any 1-s window starting in the span (windows
+  start at every event, so no placement of a window is missed), over the limit;
+- ``longest_gap_s``: the longest stretch inside the span with nothing admitted (a stall);
+- ``hold_time_s(events, t_change, limit)``: after a live change at ``t_change``, how long until no 1-s window
+  starting later is above the new limit (+5 %) -- the time for the change to hold.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+__all__ = ["read_events", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
+
+
+def read_events(log_dir: Path) -> list[tuple[float, float]]:
+    """Every ``<time> <rows>`` line of every ``*.log`` file in ``log_dir``, sorted by time."""
+    out = []
+    for path in Path(log_dir).glob("*.log"):
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                out.append((float(parts[0]), float(parts[1])))
+    out.sort()
+    return out
+
+
+def _prefix(events: Sequence[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    times, sums, total = [], [0.0], 0.0
+    for t, n in events:
+        times.append(t)
+        total += n
+        sums.append(total)
+    return times, sums
+
+
+EDGE_S = 1e-9   # an event a whole window after another belongs to the next window, whatever the float rounding
+
+
+def _between(times: list[float], sums: list[float], a: float, b: float) -> float:
+    return sums[bisect.bisect_left(times, b - EDGE_S)] - sums[bisect.bisect_left(times, a - EDGE_S)]
+
+
+def mean_ratio(events: Sequence[tuple[float, float]], limit: float, t0: float, t1: float) -> float:
+    times, sums = _prefix(events)
+    return _between(times, sums, t0, t1) / (limit * (t1 - t0))
+
+
+def window_sums(events: Sequence[tuple[float, float]], t0: float, t1: float,
+                width_s: float = 1.0) -> list[tuple[float, float]]:
+    """(start, rows in [start, start + width)) for a window starting at every event in [t0, t1 - width]."""
+    times, sums = _prefix(events)
+    starts = [t for t in times if t0 <= t <= t1 - width_s] or [t0]
+    return [(s, _between(times, sums, s, s + width_s)) for s in starts]
+
+
+def worst_window_ratio(events: Sequence[tuple[float, float]], limit: float, t0: float, t1: float) -> float:
+    return max(n for _, n in window_sums(events, t0, t1)) / limit
+
+
+def longest_gap_s(events: Iterable[tuple[float, float]], t0: float, t1: float) -> float:
+    last, gap = t0, 0.0
+    for t, _ in events:
+        if t0 <= t < t1:
+            gap = max(gap, t - last)
+            last = t
+    return max(gap, t1 - last)
+
+
+def hold_time_s(events: Sequence[tuple[float, float]], t_change: float, limit: float, t_end: float,
+                tolerance: float = 0.05) -> float:
+    """Seconds after ``t_change`` until every later 1-s window holds ``limit`` (+ tolerance); inf if never."""
+    over = [s for s, n in window_sums(events, t_change, t_end) if n > limit * (1 + tolerance)]
+    if not over:
+        return 0.0
+    last = max(over) + 1.0   # the last window above it ends here
+    return last - t_change if last < t_end else math.inf

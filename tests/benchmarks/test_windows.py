@@ -1,0 +1,62 @@
+"""benchmarks.shared.windows: the figures of the shared-limit benchmark, on events made here."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks.shared.windows import (
+    hold_time_s,
+    longest_gap_s,
+    mean_ratio,
+    read_events,
+    window_sums,
+    worst_window_ratio,
+)
+
+
+def steady(rate_per_s: float, t0: float, t1: float, rows: int = 100) -> list[tuple[float, float]]:
+    step = rows / rate_per_s
+    return [(t0 + i * step, rows) for i in range(int((t1 - t0) / step))]
+
+
+def test_a_steady_stream_at_the_limit_reads_one() -> None:
+    events = steady(1000, 0, 20)
+    assert mean_ratio(events, 1000, 0, 20) == pytest.approx(1.0)
+    assert worst_window_ratio(events, 1000, 0, 20) == pytest.approx(1.0)
+    assert longest_gap_s(events, 0, 20) == pytest.approx(0.1)
+
+
+def test_a_burst_straddling_two_fixed_seconds_is_caught_by_a_window_starting_at_an_event() -> None:
+    # 1,000/s, plus 1,800 rows in 0.5..1.4: fixed seconds [0,1) and [1,2) would each show less than the worst
+    events = sorted(steady(1000, 0, 10) + [(0.5 + 0.1 * i, 200) for i in range(9)])
+    assert worst_window_ratio(events, 1000, 0, 10) == pytest.approx((1000 + 1800) / 1000)
+
+
+def test_a_stall_and_the_under_use_it_causes() -> None:
+    events = steady(1000, 0, 5) + steady(1000, 8, 10)
+    assert longest_gap_s(events, 0, 10) == pytest.approx(3.1)
+    assert mean_ratio(events, 1000, 0, 10) == pytest.approx(0.7)
+
+
+def test_hold_time_after_a_cut() -> None:
+    # 1,000/s until 10.5, the cut to 300/s at 10: windows starting before 9.5 + ... hold from 10.5 on
+    events = steady(1000, 0, 10.5) + steady(300, 10.5, 20)
+    assert hold_time_s(events, 10.0, 300, 20) == pytest.approx(1.5, abs=0.11)
+    assert hold_time_s(steady(300, 0, 20), 10.0, 300, 20) == 0.0
+    assert hold_time_s(steady(1000, 0, 20), 10.0, 300, 20) == math.inf
+
+
+def test_window_sums_start_at_every_event_in_the_span() -> None:
+    sums = window_sums(steady(1000, 0, 3), 0, 3)
+    assert [s for s, _ in sums][:3] == pytest.approx([0.0, 0.1, 0.2])
+    assert all(n == pytest.approx(1000) for _, n in sums)
+
+
+def test_read_events_merges_every_tasks_file(tmp_path: Path) -> None:
+    (tmp_path / "1-a.log").write_text("2.5 100\n1.0 100\n")
+    (tmp_path / "2-b.log").write_text("1.5 50\n\n")
+    (tmp_path / "ignored.txt").write_text("0 1000\n")
+    assert read_events(tmp_path) == [(1.0, 100.0), (1.5, 50.0), (2.5, 100.0)]
