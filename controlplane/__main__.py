@@ -1,4 +1,5 @@
-"""``python -m controlplane [--host H] [--port P] [--data-dir D] [--report-interval S] [--open-reads]``."""
+"""``python -m controlplane [--host H] [--port P] [--data-dir D] [--report-interval S] [--open-reads]`` serves;
+``python -m controlplane principals ...`` manages principals of a running one (see cli.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from controlplane import cli
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] in cli.COMMANDS:
+        return cli.main(args)
+    return serve(args)
+
+
+def serve(argv: Sequence[str]) -> int:
     from controlplane.auth import load_tokens
     from controlplane.config import ConfigError, parse_settings
     from controlplane.store import StoreError

@@ -12,11 +12,23 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from controlplane import api_broker, api_groups, api_metrics, api_participant, api_policies, api_state, errors
-from controlplane.auth import Tokens, required_role
+from controlplane import (
+    access,
+    api_broker,
+    api_groups,
+    api_metrics,
+    api_participant,
+    api_policies,
+    api_principals,
+    api_state,
+    api_tenants,
+    errors,
+)
+from controlplane.auth import Tokens
 from controlplane.config import Settings, package_version
 from controlplane.context import Context
 from controlplane.middleware import GuardMiddleware
+from controlplane.principals import Directory
 from controlplane.state import LiveState
 from controlplane.store import Store
 
@@ -24,10 +36,14 @@ DESCRIPTION = """\
 throttlescope control plane. Admin endpoints follow Apache Pulsar's REST shapes under `/admin/v2`; participants
 (Spark Python workers) use `/v1/report`; the dashboard reads `/v1/state/*`.
 
-Auth: `Authorization: Bearer <token>`. Every mutating call needs the admin token (401 without a token, 403 with a
-non-admin one); `/v1/report` and `/v1/goodbye` take the participant token; reads take either token unless the
-operator opened them. Every change bumps the policy version (`X-Policy-Version` header) and is written to the audit
-log (`X-Throttlescope-Actor` may name the person). Errors are `{"reason": "..."}`.
+Auth: `Authorization: Bearer <token>` of a principal (`/v1/whoami` says which). Roles, after Apache Pulsar's:
+a super-user may do everything; a tenant admin changes the namespace and topic policies of the tenants whose
+`adminRoles` name it (`/admin/v2/tenants/{tenant}`); a viewer reads; a participant reports (`/v1/report`,
+`/v1/goodbye`) and reads; a proxy acts for the principal it names in `X-Original-Principal`. Resource groups,
+their attachments, tenants, broker settings, mutation quotas and principals are super-user only. Each operation's
+`x-required-role` says what it needs (401 without a token, 403 with one that is not enough); reads need any
+principal unless the operator opened them. Every change bumps the policy version (`X-Policy-Version` header) and
+is written to the audit log under the authenticated principal's name. Errors are `{"reason": "..."}`.
 
 Limits: a number >= 0, or -1 for unlimited (0 also disables a rate, as in Pulsar). Names: letters, digits and
 `- = : . _`, 1..256 characters. Bodies above 1 MiB get 413; unknown fields 422.
@@ -41,7 +57,7 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
                                  routes=app.routes)
             schema.setdefault("components", {})["securitySchemes"] = {
                 "bearer": {"type": "http", "scheme": "bearer",
-                           "description": "admin token (everything) or participant token (report and read)"}}
+                           "description": "a principal's token (python -m controlplane principals create ...)"}}
             schemas = schema["components"].setdefault("schemas", {})
             for unused in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(unused, None)
@@ -51,14 +67,14 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
             error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
             for path, ops in schema.get("paths", {}).items():
                 for method, op in ops.items():
-                    need = required_role(method, path)
+                    need = access.need(method, path).kind
                     op["x-required-role"] = need
                     op["security"] = [] if need == "open" else [{"bearer": []}]
                     responses = op.setdefault("responses", {})
                     if need != "open":
-                        responses.setdefault("401", {"description": "No token, or not a valid one"})
-                    if need in ("admin", "participant"):
-                        responses.setdefault("403", {"description": "The token's role may not do this"})
+                        responses.setdefault("401", {"description": "No bearer token"})
+                        responses.setdefault("403", {"description": "An unknown or revoked token, or a principal "
+                                                                    "whose role may not do this"})
                     if "requestBody" in op:
                         responses.setdefault("400", {"description": "JSON nested deeper than 32 levels, or a "
                                                                     "Content-Length that is not a number"})
@@ -85,14 +101,16 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
 
     app = FastAPI(title="throttlescope control plane", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan)
-    app.state.ctx = Context(settings=settings, store=store, live=live)
+    directory = Directory(store, tokens)
+    app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory)
     errors.install(app)
-    for module in (api_participant, api_groups, api_policies, api_broker, api_state):  # reports: matched first
+    for module in (api_participant, api_groups, api_policies, api_broker, api_tenants, api_principals,
+                   api_state):  # reports: matched first
         app.include_router(module.router)
     # the last added runs first: guard -> report timer -> report fast path -> FastAPI's routes
     app.add_middleware(api_participant.ReportFastPath, ctx=app.state.ctx)
     api_metrics.install(app, live, app.state.ctx.policies)
-    app.add_middleware(GuardMiddleware, tokens=tokens, open_reads=settings.open_reads,
+    app.add_middleware(GuardMiddleware, directory=directory, open_reads=settings.open_reads,
                        max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app

@@ -1,17 +1,15 @@
-"""Tokens and who may call what.
+"""The two bootstrap tokens, from the environment or the data directory.
 
-Two bearer tokens (``Authorization: Bearer <token>``):
+Two bearer tokens (``Authorization: Bearer <token>``) exist from the first start, so that ``make run`` works with no
+set-up:
 
-- the *admin* token (THROTTLESCOPE_ADMIN_TOKEN) may do everything;
-- the *participant* token (THROTTLESCOPE_TOKEN) may report (``/v1/report``, ``/v1/goodbye``) and read.
+- the *admin* token (THROTTLESCOPE_ADMIN_TOKEN) is the principal ``admin``, the first super-user;
+- the *participant* token (THROTTLESCOPE_TOKEN) is the principal ``participant``, shared by the Spark workers.
 
 A token not given in the environment is read from its file in the data directory (``admin.token``,
 ``participant.token``), or generated with ``secrets`` at first start, written there with mode 0600 and printed
-once to stderr, as Jupyter does. Tokens are compared in constant time (``hmac.compare_digest``) and never logged.
-
-``required_role(method, path)`` is the one rule for every route, enforced by a middleware before routing, so an
-endpoint added later cannot escape it: GET/HEAD need a reader (any token, or none when reads are open), every
-other method needs the admin, except the participant endpoints.
+once to stderr, as Jupyter does. Tokens are never logged. ``principals.Directory`` turns them into principals
+(beside the ones super-users create) and ``access.py`` decides what each may do.
 """
 
 from __future__ import annotations
@@ -24,56 +22,20 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TextIO
 
 from controlplane.config import ConfigError
-
-Role = Literal["admin", "participant"]
-Requirement = Literal["open", "reader", "participant", "admin"]
 
 ADMIN_TOKEN_FILE = "admin.token"
 PARTICIPANT_TOKEN_FILE = "participant.token"
 MIN_TOKEN_LEN = 16
 MAX_TOKEN_LEN = 1024
-OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
-PARTICIPANT_PATHS = frozenset({"/v1/report", "/v1/goodbye"})
 
 
 @dataclass(frozen=True)
 class Tokens:
     admin: str = field(repr=False)
     participant: str = field(repr=False)
-
-    def role_of(self, authorization: str | None) -> Role | None:
-        """The role a presented ``Authorization`` header grants, or None (constant time in the token)."""
-        if not authorization:
-            return None
-        scheme, _, presented = authorization.partition(" ")
-        if scheme.lower() != "bearer":
-            return None
-        given = presented.strip().encode("utf-8", "surrogateescape")
-        is_admin = hmac.compare_digest(given, self.admin.encode())
-        is_participant = hmac.compare_digest(given, self.participant.encode())
-        return "admin" if is_admin else "participant" if is_participant else None
-
-
-def required_role(method: str, path: str) -> Requirement:
-    method = method.upper()
-    if method in ("GET", "HEAD") and path in OPEN_PATHS:
-        return "open"
-    if method == "POST" and path in PARTICIPANT_PATHS:
-        return "participant"
-    if method in ("GET", "HEAD"):
-        return "reader"
-    return "admin"
-
-
-def allows(requirement: Requirement, role: Role | None, open_reads: bool) -> bool:
-    if requirement == "open" or (requirement == "reader" and open_reads):
-        return True
-    if requirement == "admin":
-        return role == "admin"
-    return role is not None
 
 
 def _check_token(token: str, source: str) -> str:

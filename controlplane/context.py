@@ -1,4 +1,5 @@
-"""What every route needs, passed in through ``app.state.ctx`` (no module globals): store, live state, settings."""
+"""What every route needs, passed in through ``app.state.ctx`` (no module globals): store, live state, settings,
+principals."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from fastapi.responses import JSONResponse
 
 from controlplane import policyset
 from controlplane.config import Settings
-from controlplane.middleware import role_of
+from controlplane.middleware import actor_of
+from controlplane.principals import Directory
 from controlplane.state import LiveState
 from controlplane.store import AuditInfo, Change, Reader, Store
 from metrics.report import PolicySet
 
 VERSION_HEADER = "X-Policy-Version"
-ACTOR_HEADER = "x-throttlescope-actor"
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Context:
     settings: Settings
     store: Store
     live: LiveState
+    directory: Directory
     started_monotonic: float = field(default_factory=time.monotonic)
     _cache: PolicySet | None = None
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -45,14 +47,13 @@ class Context:
 
     def change(self, request: Request, kind: str, key: str, value: Any,
                check: Callable[[Reader, Any], None] | None = None) -> Change:
-        """One audited, versioned change (see Store.change); the actor is the caller's role (+ optional name)."""
-        actor = role_of(request)
-        name = request.headers.get(ACTOR_HEADER, "")
-        name = "".join(c for c in name if c.isprintable())[:64].strip()
-        if name:
-            actor = f"{actor} ({name})"
-        audit = AuditInfo(actor=actor, method=request.method, endpoint=request.url.path)
-        return self.store.change(kind, key, value, audit, check)
+        """One audited, versioned change (see Store.change) in the name of the authenticated principal."""
+        return self.store.change(kind, key, value, audit_of(request), check)
+
+
+def audit_of(request: Request) -> AuditInfo:
+    """Who did what, as the guard authenticated it (never a name the caller declares)."""
+    return AuditInfo(actor=actor_of(request), method=request.method, endpoint=request.url.path)
 
 
 async def get_ctx(request: Request) -> Context:

@@ -1,8 +1,12 @@
 """One ASGI middleware in front of every route: authorise, then bound the body, before any routing or parsing.
 
-1. Authorisation (``auth.required_role``): 401 without a bearer token, 403 with a token that is not enough
-   (the participant token on an admin call, or an unknown token; the issue's rule, not RFC 6750's).
-   The caller's role is put in ``scope["state"]["role"]`` for the audit log.
+1. Authorisation (``access.need`` and ``access.refusal``): the bearer token names a principal
+   (``principals.Directory``); 401 without a bearer token, 403 with one that is not enough (an unknown or revoked
+   token, or a principal whose role may not do this; a 403 rather than RFC 6750's 401 for a bad token, so a
+   client can tell "no token sent" from "this token will not do"). A proxy principal may name, in
+   ``X-Original-Principal``, the principal it acts for (Pulsar's proxy roles); that principal's rights then apply.
+   The principal and the name the audit log records (``ana``, or ``ana (via dashboard)``) are put in
+   ``scope["state"]``; nothing the caller declares about itself is taken.
 2. Body size: a Content-Length above the limit is refused with 413 before anything is read; otherwise the body
    is read up to the limit (counting streamed chunks, so a lying or absent Content-Length does not help) and
    replayed to the application.
@@ -17,7 +21,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from controlplane.auth import Tokens, allows, required_role
+from controlplane import access
+from controlplane.principals import Directory, Principal
 
 _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
@@ -48,16 +53,45 @@ async def _send_reason(send: Send, status: int, reason: str, headers: list[tuple
     await send({"type": "http.response.body", "body": body})
 
 
-def has_bearer(authorization: bytes | None) -> bool:
+ORIGINAL_PRINCIPAL = b"x-original-principal"   # Pulsar's header: whom a proxy acts for
+
+
+def bearer(authorization: bytes | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
     scheme, _, token = (authorization or b"").partition(b" ")
-    return scheme.lower() == b"bearer" and bool(token.strip())
+    token = token.strip()
+    return token.decode("latin-1") if scheme.lower() == b"bearer" and token else None
+
+
+def acting(directory: Directory, caller: Principal | None,
+           original: bytes | None) -> tuple[Principal | None, str, str | None]:
+    """(the principal whose rights apply, the name the audit log records, or why the request is refused)."""
+    if caller is None:
+        return None, "anonymous", None
+    if caller.revoked is not None:
+        return None, caller.name, f"the token of {caller.describe()} was revoked"
+    name = (original or b"").decode("latin-1").strip()
+    if not name or name == caller.name:
+        return caller, caller.name, None
+    shown = repr(name[:64])
+    if caller.role != "proxy":
+        return None, caller.name, (f"only a proxy principal may act for another (X-Original-Principal {shown}); "
+                                   f"{caller.describe()} is not one")
+    target = directory.get(name)
+    if target is None or target.revoked is not None:
+        return None, caller.name, (f"X-Original-Principal {shown} is not an active principal of this control "
+                                   f"plane; a super-user creates it with: python -m controlplane principals create "
+                                   f"{name[:64]} --role viewer (or tenant-admin, super-user)")
+    if target.role == "proxy":
+        return None, caller.name, "a proxy cannot act for another proxy"
+    return target, f"{target.name} (via {caller.name})", None
 
 
 class GuardMiddleware:
-    def __init__(self, app: ASGIApp, *, tokens: Tokens, open_reads: bool, max_body_bytes: int,
+    def __init__(self, app: ASGIApp, *, directory: Directory, open_reads: bool, max_body_bytes: int,
                  max_json_depth: int) -> None:
         self.app = app
-        self.tokens = tokens
+        self.directory = directory
         self.open_reads = open_reads
         self.max_body = max_body_bytes
         self.max_depth = max_json_depth
@@ -69,20 +103,26 @@ class GuardMiddleware:
         headers: dict[bytes, bytes] = {}
         for k, v in scope.get("headers", ()):
             headers.setdefault(k.lower(), v)
-        requirement = required_role(scope["method"], scope["path"])
-        auth = headers.get(b"authorization")
-        role = self.tokens.role_of(auth.decode("latin-1") if auth is not None else None)
-        if not allows(requirement, role, self.open_reads):
-            needed = "the admin token" if requirement == "admin" else "the admin or a participant token"
-            if not has_bearer(auth):
-                await _send_reason(send, 401, f"this endpoint needs a token: 'Authorization: Bearer <token>' "
-                                   f"with {needed}", [(b"www-authenticate", b"Bearer")])
-            else:
-                given = "the participant token" if role == "participant" else "an unknown token"
-                await _send_reason(send, 403, f"{given} may not call {scope['method']} {scope['path']}; "
-                                   f"it needs {needed}", [(b"www-authenticate", b'Bearer error="insufficient_scope"')])
-            return
-        scope.setdefault("state", {})["role"] = role
+        method, path = scope["method"], scope["path"]
+        need = access.need(method, path)
+        token = bearer(headers.get(b"authorization"))
+        caller = self.directory.lookup(token) if token is not None else None
+        principal, actor, problem = acting(self.directory, caller, headers.get(ORIGINAL_PRINCIPAL))
+        if not (need.kind == "open" or (need.kind == "reader" and self.open_reads)):
+            if token is None:
+                await _send_reason(send, 401, f"{method} {path} needs a token: 'Authorization: Bearer <token>' of a "
+                                   "principal (see GET /v1/whoami)", [(b"www-authenticate", b"Bearer")])
+                return
+            if caller is None:
+                problem = f"an unknown token may not call {method} {path}"
+            problem = problem or access.refusal(need, principal, self.directory.is_admin_of, method, path)
+            if problem:
+                await _send_reason(send, 403, problem,
+                                   [(b"www-authenticate", b'Bearer error="insufficient_scope"')])
+                return
+        state = scope.setdefault("state", {})
+        state["principal"], state["actor"] = (principal, actor) if problem is None else (None, "anonymous")
+        state["via"] = caller.name if problem is None and principal is not caller else None
 
         length = headers.get(b"content-length")
         if length is not None:
@@ -127,6 +167,11 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def role_of(request: Any) -> str:
-    """The caller's role as the middleware established it ('anonymous' on open endpoints)."""
-    return getattr(request.state, "role", None) or "anonymous"
+def actor_of(request: Any) -> str:
+    """The name the audit log records for this request, as the middleware authenticated it."""
+    return getattr(request.state, "actor", None) or "anonymous"
+
+
+def principal_of(request: Any) -> Principal | None:
+    """The principal whose rights apply to this request (None on open endpoints without a valid token)."""
+    return getattr(request.state, "principal", None)

@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from metrics.report import DispatchRate, MutationQuota, PublishRate, ResourceGroup, StrictModel
 
 NAME_PATTERN = r"^[-=:.A-Za-z0-9_]{1,256}$"     # Pulsar's NamedEntity rule [-=:.\w]*, ASCII, non-empty, bounded
 QUOTA_ID_PATTERN = r"^(<default>|[-=:.@+,A-Za-z0-9_]{1,256})$"
+PRINCIPAL_PATTERN = r"^[-=:.@+A-Za-z0-9_]{1,256}$"  # a role name as Pulsar has them, e-mail addresses included
+MAX_ADMIN_ROLES = 100
 
 
 def _name(what: str) -> Any:
@@ -27,6 +29,9 @@ Topic = Annotated[str, _name("Topic (local part)")]
 GroupName = Annotated[str, _name("Resource group")]
 QuotaUser = Annotated[str, Path(pattern=QUOTA_ID_PATTERN, description="Kafka user, or '<default>'")]
 QuotaClient = Annotated[str, Path(pattern=QUOTA_ID_PATTERN, description="Kafka client id, or '<default>'")]
+PrincipalName = Annotated[str, Path(pattern=PRINCIPAL_PATTERN,
+                                    description="Principal name: letters, digits, - = : . @ + _ (1..256)")]
+RoleName = Literal["super-user", "tenant-admin", "viewer", "participant", "proxy"]
 
 
 class _Strict(StrictModel):
@@ -103,3 +108,52 @@ class AuditEntry(BaseModel):
 class AuditPage(BaseModel):
     total: int
     entries: list[AuditEntry]
+
+
+class PrincipalBody(_Strict):
+    model_config = ConfigDict(extra="forbid", title="NewPrincipal")
+
+    role: RoleName = Field(description="super-user (everything), tenant-admin (the policies of the tenants whose "
+                                       "adminRoles name it), viewer (reads), participant (reports and reads), "
+                                       "proxy (reads; acts for the principal named in X-Original-Principal)")
+
+
+class PrincipalView(BaseModel):
+    name: str
+    role: RoleName
+    created: float = Field(description="Unix seconds")
+    createdBy: str = Field(description="The principal that created it ('bootstrap' for admin and participant)")
+    revoked: bool
+    revokedAt: float | None = None
+    adminOf: list[str] = Field(default_factory=list, description="Tenants whose adminRoles name it")
+
+
+class CreatedPrincipal(BaseModel):
+    name: str
+    role: RoleName
+    token: str = Field(description="The bearer token: shown only in this answer, stored only as a digest")
+
+
+class TenantInfo(_Strict):
+    model_config = ConfigDict(extra="forbid", title="TenantInfo")
+
+    adminRoles: list[Annotated[str, StringConstraints(pattern=PRINCIPAL_PATTERN)]] = Field(
+        default_factory=list, max_length=MAX_ADMIN_ROLES,
+        description="Principals (of role tenant-admin) that administer the tenant's namespace and topic policies")
+    allowedClusters: list[Annotated[str, StringConstraints(pattern=NAME_PATTERN)]] = Field(
+        default_factory=list, max_length=MAX_ADMIN_ROLES,
+        description="Kept for Pulsar's TenantInfo shape; throttlescope is one cluster and does not use it")
+
+
+class WhoAmI(BaseModel):
+    name: str
+    role: RoleName
+    adminOf: list[str] = Field(description="Tenants whose adminRoles name this principal (tenant admins)")
+    via: str | None = Field(None, description="The proxy principal that acts for it, if any")
+
+
+class Permission(BaseModel):
+    allowed: bool
+    needs: str = Field(description="What the call needs: open, reader, principal, participant, tenant-admin, "
+                                   "super-user")
+    reason: str | None = Field(None, description="Why not, when not allowed")

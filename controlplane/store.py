@@ -5,13 +5,17 @@ How it works
 Every durable object is one row of ``entries(kind, key, value)`` with a JSON value: a resource group
 (``resourcegroup``/name), an attachment (``tenant.resourcegroup``/tenant, ``namespace.resourcegroup``/'t/ns'),
 a policy (``<tenant|namespace|topic>.<publishRate|dispatchRate|subscriptionDispatchRate>``/target), a broker
-setting (``broker``/name) or a mutation quota (``mutationquota``/'["user","client"]').
+setting (``broker``/name), a mutation quota (``mutationquota``/'["user","client"]') or a tenant's TenantInfo
+(``tenant``/name). Principals (who may call the API) have a table of their own, ``principals``, written by
+``controlplane.principals``: their token is kept only as a SHA-256 digest.
 
-``change`` is the only writer. In one ``BEGIN IMMEDIATE`` transaction it reads the old value, runs the caller's
-``check`` (which may refuse with an ApiError: 404 missing, 409 in use), writes or deletes the row, bumps the
-policy version and appends the audit record (time, actor, method, endpoint, old, new, version). Either all of it
-happens or none of it. A lock serialises writers in this process and ``BEGIN IMMEDIATE`` against other processes,
-so concurrent writers never lose an update and the policy version counts the accepted changes exactly.
+``transact`` is the only audited writer. In one ``BEGIN IMMEDIATE`` transaction it runs the caller's write
+(which may refuse with an ApiError: 404 missing, 409 in use, and then nothing is written), bumps the policy
+version and appends the audit record (time, actor, method, endpoint, old, new, version). Either all of it happens
+or none of it. ``change`` is the write of one ``entries`` row through it. A lock serialises writers in this
+process and ``BEGIN IMMEDIATE`` against other processes, so concurrent writers never lose an update and the
+policy version counts the accepted changes exactly. ``setup`` is the one unaudited writer, for what the
+control plane itself puts in place at start (the bootstrap principals), which is configuration, not a change.
 
 ``schema_version`` records the layout; ``MIGRATIONS[i]`` upgrades version i to i+1, so a later release migrates
 an older file in place and refuses a newer one.
@@ -39,6 +43,12 @@ MIGRATIONS: list[str] = [
     CREATE TABLE audit (
         id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, actor TEXT NOT NULL, method TEXT NOT NULL,
         endpoint TEXT NOT NULL, old TEXT, new TEXT, policy_version INTEGER NOT NULL);
+    """,
+    # 1 -> 2: named principals (token digests only; revoked ones are kept, so a name is never reused)
+    """
+    CREATE TABLE principals (
+        name TEXT PRIMARY KEY, role TEXT NOT NULL, token_sha256 TEXT NOT NULL UNIQUE, created REAL NOT NULL,
+        created_by TEXT NOT NULL, revoked REAL);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -85,6 +95,25 @@ class Reader:
     def policy_version(self) -> int:
         return int(self._conn.execute("SELECT value FROM meta WHERE key='policy_version'").fetchone()[0])
 
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a query on a table other than ``entries`` (the principals)."""
+        return self._conn.execute(sql, params).fetchall()
+
+
+class Writer(Reader):
+    """Read and write access inside a write transaction (``Store.transact`` and ``Store.setup``)."""
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        self._conn.execute(sql, params)
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        """Set (``value`` not None) or delete (None) one entry."""
+        if value is None:
+            self._conn.execute("DELETE FROM entries WHERE kind=? AND key=?", (kind, key))
+        else:
+            self._conn.execute("INSERT INTO entries (kind, key, value) VALUES (?, ?, ?) ON CONFLICT (kind, key) "
+                               "DO UPDATE SET value=excluded.value", (kind, key, json.dumps(value, sort_keys=True)))
+
 
 class Store:
     def __init__(self, data_dir: Path, clock: Callable[[], float] = time.time) -> None:
@@ -98,7 +127,7 @@ class Store:
             self._migrate()
         except sqlite3.Error as e:
             raise StoreError(f"cannot open {self.path}: {e}") from e
-        self._reader = Reader(self._conn)
+        self._reader = Writer(self._conn)
 
     def _migrate(self) -> None:
         c = self._conn
@@ -148,30 +177,47 @@ class Store:
     def change(self, kind: str, key: str, value: Any, audit: AuditInfo,
                check: Callable[[Reader, Any], None] | None = None) -> Change:
         """Set (``value`` not None) or delete (None) one entry, atomically with the version bump and audit record."""
-        new_text = None if value is None else json.dumps(value, sort_keys=True)
+        def write(w: Writer) -> tuple[Any, Any]:
+            old = w.get(kind, key)
+            if check is not None:
+                check(w, old)
+            w.put(kind, key, value)
+            return old, value
+        return self.transact(audit, write)
+
+    def transact(self, audit: AuditInfo, write: Callable[[Writer], tuple[Any, Any]]) -> Change:
+        """Run ``write`` (which returns the old and new value for the audit record), bump the policy version and
+        append the audit record, all in one transaction; an exception from ``write`` rolls everything back."""
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                old = self._reader.get(kind, key)
-                if check is not None:
-                    check(self._reader, old)
-                if new_text is None:
-                    c.execute("DELETE FROM entries WHERE kind=? AND key=?", (kind, key))
-                else:
-                    c.execute("INSERT INTO entries (kind, key, value) VALUES (?, ?, ?) "
-                              "ON CONFLICT (kind, key) DO UPDATE SET value=excluded.value", (kind, key, new_text))
+                old, new = write(self._reader)
                 c.execute("UPDATE meta SET value = value + 1 WHERE key='policy_version'")
                 version = self._reader.policy_version()
                 c.execute("INSERT INTO audit (time, actor, method, endpoint, old, new, policy_version) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
                           (self._clock(), audit.actor, audit.method, audit.endpoint,
-                           None if old is None else json.dumps(old, sort_keys=True), new_text, version))
+                           None if old is None else json.dumps(old, sort_keys=True),
+                           None if new is None else json.dumps(new, sort_keys=True), version))
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
-        return Change(old=old, new=value, version=version)
+        return Change(old=old, new=new, version=version)
+
+    def setup(self, write: Callable[[Writer], Any]) -> Any:
+        """Run ``write`` in one transaction without a version bump or audit record (start-up configuration)."""
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                result = write(self._reader)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return result
 
     def audit(self, limit: int = 100, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
         """Total number of audit records, and ``limit`` of them newest first from ``offset``."""

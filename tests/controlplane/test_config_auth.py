@@ -1,4 +1,4 @@
-"""Settings, tokens, the route-role rule and the JSON depth scan, without a server."""
+"""Settings, the bootstrap tokens and the JSON depth scan, without a server (the access rule: test_access.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.auth import Tokens, allows, load_tokens, required_role
+from controlplane.auth import load_tokens
 from controlplane.config import ConfigError, Settings, parse_settings
 from controlplane.middleware import json_depth
 
@@ -81,27 +81,6 @@ def test_env_tokens_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="must differ"):
         load_tokens(tmp_path, env={"THROTTLESCOPE_ADMIN_TOKEN": "x" * 16, "THROTTLESCOPE_TOKEN": "x" * 16})
     assert not (tmp_path / "admin.token").exists()
-
-
-def test_role_of() -> None:
-    t = Tokens(admin="A" * 16, participant="P" * 16)
-    assert t.role_of("Bearer " + "A" * 16) == "admin"
-    assert t.role_of("bearer " + "P" * 16) == "participant"
-    assert t.role_of("Bearer " + "A" * 15) is None
-    assert t.role_of("Basic " + "A" * 16) is None
-    assert t.role_of("Bearer ünïcode") is None
-    assert t.role_of(None) is None
-
-
-def test_required_role_and_allows() -> None:
-    assert required_role("GET", "/healthz") == "open"
-    assert required_role("GET", "/admin/v2/resourcegroups") == "reader"
-    assert required_role("POST", "/v1/report") == "participant"
-    assert required_role("DELETE", "/v1/report") == "admin"
-    assert required_role("PUT", "/anything/new") == "admin"
-    assert allows("reader", None, open_reads=True) and not allows("reader", None, open_reads=False)
-    assert allows("reader", "participant", False) and not allows("admin", "participant", True)
-    assert allows("participant", "admin", False) and not allows("participant", None, True)
 
 
 def test_json_depth() -> None:

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 from controlplane.api_participant import ReportFastPath, answer_report
+from controlplane.auth import Tokens
 from controlplane.config import Settings
 from controlplane.context import Context
+from controlplane.principals import Directory
 from controlplane.state import LiveState
 from controlplane.store import Store
 from metrics.report import Report, ReportResponse
 
-from .conftest import report, usage
+from .conftest import ADMIN, PARTICIPANT, report, usage
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +43,8 @@ class Route:
 @pytest.fixture
 def ctx(tmp_path: Path) -> Any:
     store = Store(tmp_path)
-    yield Context(settings=Settings(data_dir=tmp_path), store=store, live=LiveState(1.0))
+    yield Context(settings=Settings(data_dir=tmp_path), store=store, live=LiveState(1.0),
+                  directory=Directory(store, Tokens(ADMIN, PARTICIPANT)))
     store.close()
 
 
