@@ -1,13 +1,17 @@
 """Schemathesis against the control plane's own OpenAPI document (the contract, DESIGN §5), in process (ASGI).
 
-Every operation gets schema-valid (positive) and schema-violating (negative) requests, authenticated with the admin
-token so they reach the handlers. Schemathesis' checks hold for every answer: no 5xx, documented status codes and
-bodies, valid input accepted, invalid input rejected. On top: a rejected call (4xx) changes nothing -- not the
-stored entries, the policy version, the audit log or the live participants; an accepted admin change moves the
-version and the audit log by exactly one; and at the end everything stored is still a valid value (what a strict
-body model accepts, attachments name existing groups), so no invalid value got in by any route.
+Every operation gets schema-valid (positive) and schema-violating (negative) requests, once per role: as the
+super-user (so they reach every handler), as a tenant admin of ``acme`` (a positive case's tenant is ``acme``, so
+its own policies are reached too), as a viewer and as a participant. Schemathesis' checks hold for every answer:
+no 5xx, documented status codes and bodies, valid input accepted, invalid input rejected. On top: a call the
+role may not make (by the rule of tests/controlplane/test_auth_api.py, on the path the server saw) is refused with
+403; a rejected call (4xx) changes nothing -- not the stored entries, the principals, the policy version, the
+audit log or the live participants; an accepted change moves the version and the audit log by exactly one, under
+the role's principal; and at the end everything stored is still a valid value (what a strict body model accepts,
+attachments name existing groups), so no invalid value got in by any route.
 
-Bounded: ``EXAMPLES`` per operation and mode, derandomized (the same cases every run); about 40 s.
+Bounded: ``EXAMPLES`` per operation and mode (fewer for the roles that are mostly refused), derandomized (the same
+cases every run); about 40 s for the super-user, 15 s for each other role.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import schemathesis
@@ -35,14 +40,17 @@ from controlplane.models import (
     MutationQuotaBody,
     PublishRateBody,
     ResourceGroupBody,
+    TenantInfo,
 )
 from controlplane.policyset import RESOURCE_GROUP, build
-from controlplane.store import Reader
+from controlplane.principals import TENANT
+from controlplane.store import AuditInfo, Reader
+from tests.controlplane.test_auth_api import kind_of, may
 
 from .conftest import ADMIN, PARTICIPANT
 
 pytestmark = pytest.mark.integration
-EXAMPLES = 12
+EXAMPLES = {"super-user": 12, "tenant-admin": 6, "viewer": 3, "participant": 3}
 PARTICIPANT_PATHS = ("/v1/report", "/v1/goodbye")
 MUTATING = {"POST", "PUT", "DELETE", "PATCH"}
 
@@ -51,7 +59,8 @@ def fingerprint(app: Any) -> tuple[Any, ...]:
     ctx = app.state.ctx
     stored = ctx.store.read(lambda r: (r.policy_version(), r.all()))
     live = sorted((p["participantId"], p["seq"], p["reports"]) for p in ctx.live.participants(0)["participants"])
-    return stored[0], ctx.store.audit(1, 0)[0], stored[1], live
+    principals = sorted(p.public()["name"] + str(p.revoked) for p in ctx.directory.all())
+    return stored[0], ctx.store.audit(1, 0)[0], stored[1], live, principals
 
 
 def check_stored_values(app: Any) -> int:
@@ -77,6 +86,9 @@ def check_stored_values(app: Any) -> int:
                 DispatchRateBody.model_validate(value)
             elif kind == "broker":
                 assert broker_settings.parse_value(key, json.dumps(value).strip('"')) == value, where
+            elif kind == TENANT:
+                assert name.match(key), where
+                TenantInfo.model_validate(value)
             elif kind == "mutationquota":
                 user, client = json.loads(key)
                 assert quota_id.match(user) and quota_id.match(client), where
@@ -86,12 +98,29 @@ def check_stored_values(app: Any) -> int:
     return n
 
 
+def principal_for(app: Any, role: str) -> tuple[str, str]:
+    """(name, token) of a principal of ``role``; a tenant admin administers ``acme``."""
+    if role == "super-user":
+        return "admin", ADMIN
+    if role == "participant":
+        return "participant", PARTICIPANT
+    ctx = app.state.ctx
+    name = "acme-admin" if role == "tenant-admin" else "vic"
+    _, token = ctx.directory.create(name, role, AuditInfo("admin", "PUT", f"/admin/v2/principals/{name}"), "admin")
+    if role == "tenant-admin":
+        ctx.store.change(TENANT, "acme", {"adminRoles": [name], "allowedClusters": []},
+                         AuditInfo("admin", "PUT", "/admin/v2/tenants/acme"))
+    return name, token
+
+
+@pytest.mark.parametrize("role", list(EXAMPLES))
 def test_fuzzing_the_openapi_finds_no_5xx_no_accepted_invalid_value_and_rejections_store_nothing(
-        tmp_path: Path) -> None:
+        tmp_path: Path, role: str) -> None:
     # report interval 1 h: nobody expires during the run, so the live state only moves when a call moves it
     app = create_app(Settings(data_dir=tmp_path, report_interval_s=3600.0), Tokens(admin=ADMIN, participant=PARTICIPANT))
+    name, token = principal_for(app, role)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-    schema.config.generation.update(with_security_parameters=False)  # the admin token is sent on every call
+    schema.config.generation.update(with_security_parameters=False)  # the role's token is sent on every call
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 60, "the OpenAPI document lists fewer operations than the API has"
     statuses: Counter[tuple[str, int]] = Counter()
@@ -102,19 +131,27 @@ def test_fuzzing_the_openapi_finds_no_5xx_no_accepted_invalid_value_and_rejectio
         method = op.method.upper()
 
         @given(case=op.as_strategy(generation_mode=mode))
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+        @settings(max_examples=EXAMPLES[role], deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
         def one(case: Any) -> None:
+            if role == "tenant-admin" and mode == GenerationMode.POSITIVE and "tenant" in (case.path_parameters or {}):
+                case.path_parameters["tenant"] = "acme"      # its own tenant: reach its handlers too
             before = fingerprint(app)
-            response = case.call(headers={"Authorization": f"Bearer {ADMIN}"})
+            response = case.call(headers={"Authorization": f"Bearer {token}"})
             statuses[mode.value, response.status_code] += 1
             case.validate_response(response)   # no 5xx, documented answers, valid in / invalid out
             after = fingerprint(app)
+            seen = unquote(urlsplit(response.request.url).path)    # the path as the server saw it
+            parts = seen.strip("/").split("/")
+            tenant = parts[3] if len(parts) > 3 else None
+            if not may(role, kind_of(op.method.lower(), seen), tenant):
+                assert response.status_code == 403, f"{role} {method} {seen}: {response.status_code}, not 403"
             if 400 <= response.status_code < 500:
                 assert after == before, f"a {response.status_code} {method} {op.path} changed what is stored"
             elif method in MUTATING and op.path not in PARTICIPANT_PATHS:
                 assert after[0] == before[0] + 1 and after[1] == before[1] + 1, "one change, one version"
                 assert response.headers["x-policy-version"] == [str(after[0])]
+                assert app.state.ctx.store.audit(1, 0)[1][0]["actor"] == name
 
         one()
 
@@ -130,13 +167,20 @@ def test_fuzzing_the_openapi_finds_no_5xx_no_accepted_invalid_value_and_rejectio
     assert not failures, "\n\n".join(failures)
     accepted = sum(n for (mode, code), n in statuses.items() if code < 300)
     rejected = sum(n for (mode, code), n in statuses.items() if 400 <= code < 500)
-    print(f"\nFUZZ {len(operations)} operations, {sum(statuses.values())} calls: {accepted} accepted, "
+    print(f"\nFUZZ as {role}: {len(operations)} operations, {sum(statuses.values())} calls: {accepted} accepted, "
           f"{rejected} rejected; by (mode, status): {sorted(statuses.items())}; "
           f"no negative case possible for {len(impossible)} operation(s)")
-    assert statuses["positive", 201] + statuses["positive", 204] >= 100, "the fuzzing hardly reached the handlers"
-    assert statuses["negative", 422] >= 300, "invalid input was hardly tried"
+    changed = statuses["positive", 201] + statuses["positive", 204]
+    refused = statuses["positive", 403] + statuses["negative", 403]
+    if role == "super-user":
+        assert changed >= 100 and refused == 0, "the fuzzing hardly reached the handlers"
+        assert statuses["negative", 422] >= 300, "invalid input was hardly tried"
+    elif role == "tenant-admin":
+        assert changed >= 20 and refused >= 100, "its own policies were hardly changed, or others' hardly tried"
+    else:
+        assert refused >= 100 and statuses["negative", 422] >= 30
     assert not any(code >= 500 for _, code in statuses)
     stored = check_stored_values(app)
-    assert stored >= 20
+    assert stored >= {"super-user": 20, "tenant-admin": 5}.get(role, 0)
     ps = app.state.ctx.store.read(build)             # and the participants' document builds from it
     assert ps.version == app.state.ctx.store.policy_version()
