@@ -1,18 +1,25 @@
-"""Where the dashboard finds the control plane, its tokens and Prometheus: environment first, then the data dir.
+"""Where the dashboard finds the control plane, how people sign in, and Prometheus: environment first, then the
+data dir.
 
 How and why
 -----------
 The dashboard runs beside the control plane (``make run``) or anywhere that can reach it. It reads:
 
 - ``THROTTLESCOPE_URL`` (default ``http://127.0.0.1:8000``), the control plane;
+- ``THROTTLESCOPE_DASHBOARD_AUTH``: how people sign in (``signin.py``): ``local`` (single-user: everyone who opens
+  the page acts as the super-user ``admin``, with the admin token below; only on a loopback address), ``token``
+  (each person signs in with their principal's token), ``oidc`` (Streamlit's ``st.login`` with the identity
+  provider of ``.streamlit/secrets.toml``; the dashboard then acts for them as a proxy principal), or ``auto``
+  (the default: ``oidc`` when an identity provider is configured, else ``local`` when the admin token is at hand,
+  else ``token``);
 - ``THROTTLESCOPE_ADMIN_TOKEN``, else the ``admin.token`` file the control plane writes under
-  ``THROTTLESCOPE_DATA_DIR`` (default ``./data``): edits need it, and it reads everything too;
-- ``THROTTLESCOPE_TOKEN``, else ``participant.token`` there: enough for reads when there is no admin token;
+  ``THROTTLESCOPE_DATA_DIR`` (default ``./data``): the single-user mode's credentials;
+- ``THROTTLESCOPE_DASHBOARD_TOKEN``: the token of the dashboard's proxy principal, for OIDC sign-in;
+- ``THROTTLESCOPE_DASHBOARD_OIDC_CLAIM`` (default ``email``): the identity claim that names the principal;
 - ``PROMETHEUS_URL`` (optional): history from Prometheus instead of the control plane's 15 in-memory minutes;
 - ``THROTTLESCOPE_DASHBOARD_REFRESH`` (seconds, default 2): how often the live parts refresh.
 
-A token missing here is asked for in the sidebar (kept in the session only). Nothing here imports Streamlit, so
-a notebook can build the same ``Config`` and use ``dashboard.figures`` with it.
+Nothing here imports Streamlit, so a notebook can build the same ``Config`` and use ``dashboard.figures`` with it.
 """
 
 from __future__ import annotations
@@ -23,22 +30,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Config", "load_config", "DEFAULT_URL", "DEFAULT_REFRESH_S", "REFRESH_CHOICES"]
+__all__ = ["Config", "load_config", "DEFAULT_URL", "DEFAULT_REFRESH_S", "REFRESH_CHOICES", "AUTH_MODES"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_REFRESH_S = 2.0
 REFRESH_CHOICES = (1.0, 2.0, 5.0, 10.0, 30.0)
+AUTH_MODES = ("auto", "local", "token", "oidc")
 
 
 @dataclass(frozen=True)
 class Config:
     url: str = DEFAULT_URL
     admin_token: str | None = field(default=None, repr=False)
-    read_token: str | None = field(default=None, repr=False)
     prometheus_url: str | None = None
     data_dir: Path = Path("./data")
     refresh_s: float = DEFAULT_REFRESH_S
     admin_token_source: str = "none"   # "env", "file" or "none": told to the user, never the token itself
+    auth: str = "auto"                 # one of AUTH_MODES (anything else is shown as an error by signin.py)
+    proxy_token: str | None = field(default=None, repr=False)
+    oidc_claim: str = "email"
 
 
 def _read_token(path: Path) -> str | None:
@@ -65,8 +75,9 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         admin, source = _read_token(data_dir / "admin.token"), "file"
     if admin is None:
         source = "none"
-    reader = env.get("THROTTLESCOPE_TOKEN") or _read_token(data_dir / "participant.token")
     return Config(url=(env.get("THROTTLESCOPE_URL") or DEFAULT_URL).rstrip("/"), admin_token=admin,
-                  read_token=admin or reader, prometheus_url=(env.get("PROMETHEUS_URL") or "").rstrip("/") or None,
+                  prometheus_url=(env.get("PROMETHEUS_URL") or "").rstrip("/") or None,
                   data_dir=data_dir, refresh_s=_refresh(env.get("THROTTLESCOPE_DASHBOARD_REFRESH")),
-                  admin_token_source=source)
+                  admin_token_source=source, auth=(env.get("THROTTLESCOPE_DASHBOARD_AUTH") or "auto").strip().lower(),
+                  proxy_token=env.get("THROTTLESCOPE_DASHBOARD_TOKEN") or None,
+                  oidc_claim=(env.get("THROTTLESCOPE_DASHBOARD_OIDC_CLAIM") or "email").strip())

@@ -17,7 +17,10 @@ the same everywhere:
   with the same shape when ``Conn.prometheus_url`` is set; if Prometheus fails the control plane answers and
   the result says so (``source``).
 
-``Conn`` carries the URL and the token; it is part of each cache key, so two tokens never share a cached answer.
+``Conn`` carries the URL, the token and, for a proxy (OIDC sign-in), the principal it acts for
+(``X-Original-Principal``); they are part of each cache key, so two principals never share a cached answer. Who
+the principal is (``whoami``) and whether it may make a call (``refusal``) come from the control plane, which
+applies its own rule: the dashboard keeps no copy of it.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ import streamlit as st
 from metrics.catalogue import BY_NAME
 
 __all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups",
-           "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "TTL_S",
-           "PROMETHEUS_QUERIES"]
+           "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "whoami", "refusal",
+           "TTL_S", "PROMETHEUS_QUERIES"]
 
 TTL_S = 1.0
 TIMEOUT = httpx.Timeout(3.0, connect=1.0)
 VERSION_HEADER = "X-Policy-Version"
-ACTOR_HEADER = "X-Throttlescope-Actor"
+ORIGINAL_PRINCIPAL = "X-Original-Principal"
 
 def _rate(metric: str) -> str:
     return f"sum by (level, kind, name) (rate({BY_NAME[metric].exposed}{{sel}}[{{w}}]))"
@@ -67,6 +70,7 @@ class Conn:
     url: str
     token: str | None = field(default=None, repr=False)
     prometheus_url: str | None = None
+    principal: str | None = None     # the principal a proxy token acts for (OIDC sign-in), else None
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,9 @@ class Outcome:
     body: Any = None
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
+def _headers(token: str | None, principal: str | None = None) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return {**headers, ORIGINAL_PRINCIPAL: principal} if token and principal else headers
 
 
 def _reason(response: httpx.Response) -> str:
@@ -111,10 +116,11 @@ def _reason(response: httpx.Response) -> str:
     return f"HTTP {response.status_code}: {response.text[:200]}"
 
 
-def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = (),
+           principal: str | None = None) -> Any:
     """GET url+path; the decoded JSON, or an Unavailable."""
     try:
-        response = httpx.get(url + path, params=dict(params), headers=_headers(token), timeout=TIMEOUT)
+        response = httpx.get(url + path, params=dict(params), headers=_headers(token, principal), timeout=TIMEOUT)
     except httpx.TransportError as e:
         return Unavailable(path, f"cannot reach the control plane at {url} ({type(e).__name__}: {e})")
     if response.status_code != 200:
@@ -126,8 +132,13 @@ def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any]
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=256)
-def _cached(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
-    return _fetch(url, token, path, params)
+def _cached(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = (),
+            principal: str | None = None) -> Any:
+    return _fetch(url, token, path, params, principal)
+
+
+def _get(conn: Conn, path: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+    return _cached(conn.url, conn.token, path, params, conn.principal)
 
 
 def clear_cache() -> None:
@@ -144,7 +155,7 @@ def _reader(path: str, doc: str) -> Callable[[Conn], dict[str, Any] | Unavailabl
     """``read(conn)``: the cached answer of ``path`` with the connection's token. Most reads differ only in the
     path, so they are made here rather than written out one by one."""
     def read(conn: Conn) -> dict[str, Any] | Unavailable:
-        return _cached(conn.url, conn.token, path)
+        return _get(conn, path)
     read.__doc__ = doc
     return read
 
@@ -160,8 +171,20 @@ broker_values = _reader("/admin/v2/brokers/configuration/values",
                         "Every broker dynamic setting's current value (defaults included).")
 
 
+whoami = _reader("/v1/whoami", "The principal the connection acts as: name, role, the tenants it administers, "
+                 "and the proxy acting for it (if any).")
+
+
 def audit(conn: Conn, limit: int = 100) -> dict[str, Any] | Unavailable:
-    return _cached(conn.url, conn.token, "/admin/v2/audit", (("limit", limit),))
+    return _get(conn, "/admin/v2/audit", (("limit", limit),))
+
+
+def refusal(conn: Conn, method: str, path: str) -> str | None:
+    """Why the connection's principal may not make this call (the control plane's reason), or None when it may."""
+    got = _get(conn, "/v1/whoami/can", (("method", method), ("path", path)))
+    if isinstance(got, Unavailable):
+        return got.reason
+    return None if got.get("allowed") else got.get("reason") or "not allowed"
 
 
 def history(conn: Conn, seconds: float = 300.0, level: str | None = None,
@@ -173,7 +196,7 @@ def history(conn: Conn, seconds: float = 300.0, level: str | None = None,
             return got
     params = tuple((k, v) for k, v in (("seconds", min(seconds, 900.0)), ("level", level), ("name", name))
                    if v is not None)
-    got = _cached(conn.url, conn.token, "/v1/state/history", params)
+    got = _get(conn, "/v1/state/history", params)
     if isinstance(got, dict):
         got = {**got, "source": "control plane" if not conn.prometheus_url else
                "control plane (Prometheus did not answer)"}
@@ -212,17 +235,18 @@ def _prometheus_history(prom: str, seconds: float, level: str | None, name: str 
 
 def current(conn: Conn, path: str) -> Any:
     """The current value behind an admin GET (uncached, for the old side of old -> new); None when not set."""
-    got = _fetch(conn.url, conn.token, path)
+    got = _fetch(conn.url, conn.token, path, principal=conn.principal)
     if isinstance(got, Unavailable) and got.status == 404:
         return None
     return got
 
 
-def send(conn: Conn, method: str, path: str, body: Any = None, actor: str = "dashboard") -> Outcome:
-    """One change (PUT/POST/DELETE) with the admin token; never cached, never retried."""
-    headers = {**_headers(conn.token), ACTOR_HEADER: actor}
+def send(conn: Conn, method: str, path: str, body: Any = None) -> Outcome:
+    """One change (PUT/POST/DELETE) with the signed-in principal's credentials; never cached, never retried. The
+    control plane records it under that principal's name."""
     try:
-        response = httpx.request(method, conn.url + path, json=body, headers=headers, timeout=TIMEOUT)
+        response = httpx.request(method, conn.url + path, json=body, headers=_headers(conn.token, conn.principal),
+                                 timeout=TIMEOUT)
     except httpx.TransportError as e:
         return Outcome(False, None, f"cannot reach the control plane at {conn.url} ({type(e).__name__}: {e})")
     if response.status_code >= 400:

@@ -9,10 +9,16 @@ and reads the value stored now (the old side). A valid form returns a ``Pending`
 send); the page asks for confirmation and only then calls ``data.send``. What the form cannot check (a name
 the control plane refuses, two broker settings that exclude each other) comes back as the control plane's
 ``{"reason"}``.
+
+Rights: each form asks ``refusal(method, path)`` about the request it would send (the page answers with the
+control plane's own rule, ``data.refusal``); when the signed-in principal may not send it, the form stays
+visible but read-only, with the control plane's reason beside it (a tenant admin looking at another tenant's
+namespace, a viewer anywhere, anyone but a super-user on resource groups, broker settings and mutation quotas).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -21,10 +27,11 @@ import streamlit as st
 
 from dashboard import data, derive
 
-__all__ = ["Pending", "resource_group", "level_policy", "subscription", "broker", "mutation_quota"]
+__all__ = ["Pending", "Refusal", "resource_group", "level_policy", "subscription", "broker", "mutation_quota"]
 
 HELP = f"Allowed: {derive.LIMIT_RULE}."
 PERIOD_HELP = "Allowed: a whole number of seconds, 1..86400."
+Refusal = Callable[[str, str], str | None]   # (method, path) -> why the signed-in principal may not, or None
 
 
 @dataclass(frozen=True)
@@ -58,10 +65,13 @@ def _limit(label: str, value: float, key: str, disabled: bool = False) -> float:
                            disabled=disabled)
 
 
-def _review(key: str, values: dict[str, Any], disabled: bool) -> bool:
-    """The Review button; False (with the allowed range shown) when a limit is out of range."""
+def _review(key: str, values: dict[str, Any], disabled: bool, why: str | None = None) -> bool:
+    """The Review button; False (with the allowed range shown) when a limit is out of range, and disabled with the
+    reason shown when the signed-in principal may not make this change."""
     st.caption(f"Limits: {derive.LIMIT_RULE}.")
-    if not st.button("Review change", key=key, disabled=disabled, icon=":material/rate_review:"):
+    if why:
+        st.info(f"Read-only for you: {why}", icon=":material/lock:")
+    if not st.button("Review change", key=key, disabled=disabled or why is not None, icon=":material/rate_review:"):
         return False
     problems = [f"{name}: {msg}" for name, v in values.items() if (msg := derive.check_limit(v))]
     for p in problems:
@@ -85,7 +95,7 @@ def _pending(conn: data.Conn, title: str, method: str, path: str, body: Any, new
     return Pending(title, method, path, body, old, new) if ok else None
 
 
-def resource_group(conn: data.Conn, ps: dict[str, Any], disabled: bool) -> Pending | None:
+def resource_group(conn: data.Conn, ps: dict[str, Any], refusal: Refusal) -> Pending | None:
     groups = sorted(ps.get("resourceGroups", {}))
     pick = st.selectbox("Resource group", [*groups, "+ new group"], key="rg.pick")
     name = st.text_input("New group name", key="rg.new", placeholder="e.g. batch-jobs") if pick == "+ new group" \
@@ -98,15 +108,16 @@ def resource_group(conn: data.Conn, ps: dict[str, Any], disabled: bool) -> Pendi
                                       format="%g", key=f"rg.{name}.{f}", help=HELP)
               for i, f in enumerate(fields)}
     attach = st.text_input("Attach to namespace (tenant/namespace) or tenant (optional)", key=f"rg.{name}.attach",
-                           help="Everything under it then shares this group's quota (PIP-82).")
-    if not _review("rg.review", values, disabled or not name):
+                           help="Everything under it then shares this group's quota (PIP-82).").strip()
+    scope = "namespaces" if "/" in attach else "tenants"
+    method, path = ("POST", f"/admin/v2/{scope}/{attach}/resourcegroup/{name}") if attach else \
+        ("PUT", f"/admin/v2/resourcegroups/{name or 'new'}")
+    if not _review("rg.review", values, not name, refusal(method, path)):
         return None
-    if attach.strip():
-        scope = "namespaces" if "/" in attach else "tenants"
-        return _pending(conn, f"attach resource group {name} to {attach}", "POST",
-                        f"/admin/v2/{scope}/{attach.strip()}/resourcegroup/{name}", None, {"resourceGroup": name})
+    if attach:
+        return _pending(conn, f"attach resource group {name} to {attach}", method, path, None, {"resourceGroup": name})
     body = {f: _num(v) for f, v in values.items()}
-    return _pending(conn, f"resource group {name}", "PUT", f"/admin/v2/resourcegroups/{name}", body, body)
+    return _pending(conn, f"resource group {name}", method, path, body, body)
 
 
 def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, Any]:
@@ -128,9 +139,10 @@ def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, 
 
 
 def _rate_change(conn: data.Conn, title: str, path: str, values: dict[str, Any], remove: bool,
-                 review_key: str, disabled: bool) -> Pending | None:
+                 review_key: str, valid: bool, refusal: Refusal) -> Pending | None:
     limits = {k: v for k, v in values.items() if k.endswith(("Msg", "Byte"))}
-    if not _review(review_key, {} if remove else limits, disabled):
+    why = refusal("DELETE" if remove else "PUT", path) if valid else None
+    if not _review(review_key, {} if remove else limits, not valid, why):
         return None
     if remove:
         return _pending(conn, f"remove {title}", "DELETE", path, None, None)
@@ -138,7 +150,8 @@ def _rate_change(conn: data.Conn, title: str, path: str, values: dict[str, Any],
     return _pending(conn, title, "PUT", path, body, body)
 
 
-def level_policy(conn: data.Conn, ps: dict[str, Any], scope: str, known: list[str], disabled: bool) -> Pending | None:
+def level_policy(conn: data.Conn, ps: dict[str, Any], scope: str, known: list[str],
+                 refusal: Refusal) -> Pending | None:
     """Namespace ('tenant/ns') or topic ('tenant/ns/topic') publishRate / dispatchRate."""
     parts = 2 if scope == "namespace" else 3
     example = "acme/web" if parts == 2 else "acme/web/clicks"
@@ -155,10 +168,11 @@ def level_policy(conn: data.Conn, ps: dict[str, Any], scope: str, known: list[st
         st.caption(f"A {scope} is named {'/'.join(['tenant', 'namespace', 'topic'][:parts])}, e.g. {example}.")
     base = "namespaces" if parts == 2 else "persistent"
     return _rate_change(conn, f"{scope} {target} {policy}", f"/admin/v2/{base}/{target}/{policy}", values, remove,
-                        f"{scope}.review", disabled or not valid)
+                        f"{scope}.review", valid, refusal)
 
 
-def subscription(conn: data.Conn, ps: dict[str, Any], known: dict[str, list[str]], disabled: bool) -> Pending | None:
+def subscription(conn: data.Conn, ps: dict[str, Any], known: dict[str, list[str]],
+                 refusal: Refusal) -> Pending | None:
     """subscriptionDispatchRate: the dispatch limit of each subscription, set on a namespace or a topic."""
     c1, c2 = st.columns([1, 3])
     scope = c1.radio("Set on", ["topic", "namespace"], key="sub.scope", horizontal=True)
@@ -172,10 +186,10 @@ def subscription(conn: data.Conn, ps: dict[str, Any], known: dict[str, list[str]
     base = "persistent" if scope == "topic" else "namespaces"
     return _rate_change(conn, f"{scope} {target} subscriptionDispatchRate",
                         f"/admin/v2/{base}/{target}/subscriptionDispatchRate", values, remove, "sub.review",
-                        disabled or not valid)
+                        valid, refusal)
 
 
-def broker(conn: data.Conn, settings: dict[str, Any], disabled: bool) -> Pending | None:
+def broker(conn: data.Conn, settings: dict[str, Any], refusal: Refusal) -> Pending | None:
     names = list(settings)
     offload = "managedLedgerOffloadBrokerFlowPermitsPerSecond"
     name = st.selectbox("Broker setting (per process)", names, key="broker.name",
@@ -186,15 +200,15 @@ def broker(conn: data.Conn, settings: dict[str, Any], disabled: bool) -> Pending
         value: Any = st.toggle(name, value=cur, key=f"broker.{name}")
     else:
         value = _limit(f"{name} (0 or -1 disables)", cur, f"broker.{name}")
-    if not _review("broker.review", {} if isinstance(cur, bool) else {name: value}, disabled):
-        return None
     text = str(value).lower() if isinstance(value, bool) else f"{_num(value)}"
+    path = f"/admin/v2/brokers/configuration/{name}/{text}"
+    if not _review("broker.review", {} if isinstance(cur, bool) else {name: value}, False, refusal("POST", path)):
+        return None
     new = value if isinstance(value, bool) else _num(value)
-    return Pending(f"broker setting {name}", "POST", f"/admin/v2/brokers/configuration/{name}/{text}", None,
-                   {name: cur}, {name: new})
+    return Pending(f"broker setting {name}", "POST", path, None, {name: cur}, {name: new})
 
 
-def mutation_quota(conn: data.Conn, ps: dict[str, Any], disabled: bool) -> Pending | None:
+def mutation_quota(conn: data.Conn, ps: dict[str, Any], refusal: Refusal) -> Pending | None:
     c1, c2 = st.columns(2)
     user = c1.text_input("User", value="<default>", key="mq.user", help="A user, or <default> (Kafka's convention)")
     client = c2.text_input("Client id", value="<default>", key="mq.client", help="A client id, or <default>")
@@ -208,8 +222,8 @@ def mutation_quota(conn: data.Conn, ps: dict[str, Any], disabled: bool) -> Pendi
     samples = c3.number_input("Samples", min_value=1, max_value=1000, value=int(cur.get("samples", 11)), step=1,
                               key=f"{k}.s", help="Allowed: 1..1000. Burst = quota x samples x window.")
     strict = c4.toggle("Strict (reject when in debt)", value=bool(cur.get("strict", True)), key=f"{k}.strict")
-    if not _review("mq.review", {"quotaPerSecond": quota}, disabled):
+    path = f"/admin/v2/quotas/mutations/{quote(user, safe='')}/{quote(client, safe='')}"
+    if not _review("mq.review", {"quotaPerSecond": quota}, False, refusal("PUT", path)):
         return None
     body = {"quotaPerSecond": _num(quota), "windowSeconds": _num(window), "samples": int(samples), "strict": strict}
-    path = f"/admin/v2/quotas/mutations/{quote(user, safe='')}/{quote(client, safe='')}"
     return _pending(conn, f"mutation quota {user} / {client}", "PUT", path, body, body)

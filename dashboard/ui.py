@@ -1,10 +1,9 @@
-"""Streamlit pieces every page shares: connection, tokens, the live-refresh fragment, errors and the empty state.
+"""Streamlit pieces every page shares: connection, sign-in, the live-refresh fragment, errors and the empty state.
 
 How and why
 -----------
-- ``conn()`` is the one place a page gets its ``data.Conn``: the URL from the config, and the admin token from
-  the environment / data dir, else the one typed into the sidebar (kept in ``st.session_state`` only), else the
-  participant token for reads.
+- ``conn()`` is the one place a page gets its ``data.Conn``: the URL from the config and the signed-in
+  principal's credentials (``signin.session()``: single-user local mode, a token sign-in or OIDC).
 - ``live(fn)`` runs ``fn`` as ``st.fragment(run_every=...)``: only that part reruns every refresh, so the widgets
   outside it (filters, the limits editor) keep their values and focus, and charts keep their zoom (stable keys
   and ``uirevision``).
@@ -21,13 +20,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, signin
 from dashboard.config import REFRESH_CHOICES, Config, load_config
 
-__all__ = ["config", "conn", "admin_token", "sidebar", "refresh_s", "live", "need", "show_unavailable",
-           "empty_state", "plot", "table", "stamp", "TOKEN_KEY"]
+__all__ = ["config", "conn", "sidebar", "refresh_s", "live", "need", "show_unavailable", "empty_state", "plot",
+           "table", "stamp"]
 
-TOKEN_KEY = "admin_token"          # the sidebar's password input
 REFRESH_KEY = "refresh_s"
 
 
@@ -35,14 +33,8 @@ def config() -> Config:
     return load_config()
 
 
-def admin_token() -> str | None:
-    return config().admin_token or st.session_state.get(TOKEN_KEY) or None
-
-
 def conn() -> data.Conn:
-    cfg = config()
-    return data.Conn(cfg.url, cfg.admin_token or st.session_state.get(TOKEN_KEY) or cfg.read_token,
-                     cfg.prometheus_url)
+    return signin.session().conn
 
 
 def refresh_s() -> float:
@@ -52,7 +44,7 @@ def refresh_s() -> float:
 def sidebar() -> None:
     cfg = config()
     with st.sidebar:
-        health = data.health(conn())
+        health = data.health(data.Conn(cfg.url))
         if isinstance(health, data.Unavailable):
             st.error(f"Control plane down: {cfg.url}", icon=":material/cloud_off:")
         else:
@@ -61,12 +53,7 @@ def sidebar() -> None:
         choices = sorted({*REFRESH_CHOICES, cfg.refresh_s})
         st.select_slider("Refresh every (s)", options=choices, value=cfg.refresh_s, key=REFRESH_KEY,
                          help="How often the live parts of each page reload (THROTTLESCOPE_DASHBOARD_REFRESH)")
-        if cfg.admin_token is None:
-            st.text_input("Admin token", type="password", key=TOKEN_KEY,
-                          help="Needed for edits. Set THROTTLESCOPE_ADMIN_TOKEN or put the control plane's "
-                               f"admin.token under THROTTLESCOPE_DATA_DIR ({cfg.data_dir}) to skip this.")
-        else:
-            st.caption(f"Admin token from {'the environment' if cfg.admin_token_source == 'env' else 'the data dir'}")
+        signin.sidebar(signin.session())
         if cfg.prometheus_url:
             st.caption(f"History from Prometheus at {cfg.prometheus_url}")
 
@@ -86,10 +73,9 @@ def show_unavailable(u: data.Unavailable) -> None:
                 "`python -m controlplane --port 8000 --data-dir ./data`; point the dashboard elsewhere with "
                 "`THROTTLESCOPE_URL`. This page retries on every refresh.")
     elif u.needs_token:
-        st.warning(f"The control plane refused to answer {u.endpoint}: {u.reason}. Give the dashboard a token: "
-                   "`THROTTLESCOPE_ADMIN_TOKEN` (or `THROTTLESCOPE_TOKEN` for reads only), the control plane's "
-                   "data dir as `THROTTLESCOPE_DATA_DIR`, or the admin token in the sidebar.",
-                   icon=":material/key:")
+        st.warning(f"The control plane refused to answer {u.endpoint}: {u.reason}. Sign in (in the sidebar) as a "
+                   "principal; for single-user local mode, start the dashboard with `THROTTLESCOPE_ADMIN_TOKEN` or "
+                   "the control plane's data dir as `THROTTLESCOPE_DATA_DIR`.", icon=":material/key:")
     else:
         st.error(f"{u.endpoint}: {u.reason} (HTTP {u.status})")
 

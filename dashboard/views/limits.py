@@ -4,8 +4,10 @@ How and why
 -----------
 The editor (tabs of forms from ``editors.py``) is outside the live fragment, so a refresh never resets what is
 being typed. "Review change" stores a ``Pending`` in the session; the confirmation box shows old -> new and only
-"Confirm" sends it (``data.send``, with the admin token). The control plane answers with the new policy version
-(``X-Policy-Version``), or a ``{"reason"}`` that is shown as is. The live part below follows that version:
+"Confirm" sends it (``data.send``, with the signed-in principal's credentials, so the control plane applies that
+principal's rights and audits the change under its name). A form the principal may not use is read-only with
+the control plane's reason. The control plane answers with the new policy version (``X-Policy-Version``), or a
+``{"reason"}`` that is shown as is. The live part below follows that version:
 which participants report it as applied (``/v1/state/participants``), and the audit log.
 """
 
@@ -17,7 +19,7 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, derive, editors, ui
+from dashboard import data, derive, editors, signin, ui
 
 __all__ = ["main"]
 
@@ -33,24 +35,24 @@ def _known(ps: dict, buckets: dict | None) -> dict[str, list[str]]:
     return {k: sorted(v, key=lambda n: (n not in ps.get(k + "s", {}), n)) for k, v in seen.items()}
 
 
-def _editor(conn: data.Conn, ps: dict, disabled: bool) -> None:
+def _editor(conn: data.Conn, ps: dict, refusal: editors.Refusal) -> None:
     known = _known(ps, ui.need(data.buckets(conn)))
     settings = ui.need(data.broker_values(conn))
     tabs = st.tabs(TABS)
     found: list[editors.Pending | None] = []
     with tabs[0]:
-        found.append(editors.resource_group(conn, ps, disabled))
+        found.append(editors.resource_group(conn, ps, refusal))
     with tabs[1]:
-        found.append(editors.level_policy(conn, ps, "namespace", known["namespace"], disabled))
+        found.append(editors.level_policy(conn, ps, "namespace", known["namespace"], refusal))
     with tabs[2]:
-        found.append(editors.level_policy(conn, ps, "topic", known["topic"], disabled))
+        found.append(editors.level_policy(conn, ps, "topic", known["topic"], refusal))
     with tabs[3]:
-        found.append(editors.subscription(conn, ps, known, disabled))
+        found.append(editors.subscription(conn, ps, known, refusal))
     with tabs[4]:
         if settings is not None:
-            found.append(editors.broker(conn, settings, disabled))
+            found.append(editors.broker(conn, settings, refusal))
     with tabs[5]:
-        found.append(editors.mutation_quota(conn, ps, disabled))
+        found.append(editors.mutation_quota(conn, ps, refusal))
     for pending in found:
         if pending is not None:
             st.session_state[PENDING] = asdict(pending)
@@ -123,17 +125,23 @@ def _live() -> None:
 
 def main() -> None:
     st.title("Limits")
-    st.caption("Change limits live. Every change is reviewed (old -> new), audited, and applied by the "
-               "participants at their next report.")
-    conn = ui.conn()
-    token = ui.admin_token()
-    if token is None:
-        st.warning("Edits need the admin token: enter it in the sidebar (kept in this session only), or start the "
-                   "dashboard with THROTTLESCOPE_ADMIN_TOKEN or THROTTLESCOPE_DATA_DIR.", icon=":material/key:")
+    session = signin.session()
+    conn = session.conn
+    if session.who is None:
+        st.caption("Change limits live: every change is reviewed (old -> new), audited under your name, and applied "
+                   "by the participants at their next report.")
+        st.warning("Sign in (in the sidebar) to change limits.", icon=":material/key:")
+    else:
+        st.caption(f"Change limits live as {signin.describe(session.who)}: every change is reviewed (old -> new), "
+                   "audited under that name, and applied by the participants at their next report.")
+
+    def refusal(method: str, path: str) -> str | None:
+        return "nobody is signed in" if session.who is None else data.refusal(conn, method, path)
+
     ps = ui.need(data.policies(conn))
     if ps is not None:
-        _editor(data.Conn(conn.url, token or conn.token, conn.prometheus_url), ps, disabled=token is None)
-        _confirm(data.Conn(conn.url, token, conn.prometheus_url))
+        _editor(conn, ps, refusal)
+        _confirm(conn)
         _outcome()
     ui.live(_live)
 

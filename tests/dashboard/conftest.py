@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from streamlit import config as streamlit_config
 
 from tests.controlplane.conftest import ADMIN, PARTICIPANT, REPO, ControlPlane, clean_env
 
@@ -107,6 +108,15 @@ def stop_stack(stack: Stack) -> None:
     for p in stack.participants:
         p.stop()
     stack.cp.stop()
+
+
+@pytest.fixture(autouse=True)
+def loopback_dashboard() -> Iterator[None]:
+    """AppTest runs the app as `make run` serves it: on 127.0.0.1 (single-user mode is allowed only there)."""
+    before = streamlit_config.get_option("server.address")
+    streamlit_config.set_option("server.address", "127.0.0.1")
+    yield
+    streamlit_config.set_option("server.address", before)
 
 
 @pytest.fixture(scope="session")

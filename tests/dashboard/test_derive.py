@@ -125,17 +125,18 @@ def test_diff_applied_and_audit_rows() -> None:
 def test_config_from_the_environment_then_the_data_dir(tmp_path: Path) -> None:
     assert load_config({}).url == DEFAULT_URL and load_config({}).admin_token_source in ("none", "file")
     (tmp_path / "admin.token").write_text("from-file-0123456789\n")
-    (tmp_path / "participant.token").write_text("reader-0123456789\n")
     cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path), "THROTTLESCOPE_URL": "http://cp:9000/",
                        "PROMETHEUS_URL": "http://prom:9090/", "THROTTLESCOPE_DASHBOARD_REFRESH": "5"})
-    assert (cfg.url, cfg.admin_token, cfg.read_token, cfg.admin_token_source) == (
-        "http://cp:9000", "from-file-0123456789", "from-file-0123456789", "file")
+    assert (cfg.url, cfg.admin_token, cfg.admin_token_source) == ("http://cp:9000", "from-file-0123456789", "file")
+    assert (cfg.auth, cfg.proxy_token, cfg.oidc_claim) == ("auto", None, "email")
     assert (cfg.prometheus_url, cfg.refresh_s) == ("http://prom:9090", 5.0)
     cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path), "THROTTLESCOPE_ADMIN_TOKEN": "env-0123456789abcdef",
                        "THROTTLESCOPE_DASHBOARD_REFRESH": "nonsense"})
     assert (cfg.admin_token, cfg.admin_token_source, cfg.refresh_s) == ("env-0123456789abcdef", "env", 2.0)
     (tmp_path / "admin.token").unlink()
-    cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path)})
-    assert (cfg.admin_token, cfg.read_token, cfg.admin_token_source) == (None, "reader-0123456789", "none")
-    assert "token" not in repr(cfg).replace("admin_token_source", "")
+    cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path), "THROTTLESCOPE_DASHBOARD_AUTH": " OIDC ",
+                       "THROTTLESCOPE_DASHBOARD_TOKEN": "proxy-0123456789", "THROTTLESCOPE_DASHBOARD_OIDC_CLAIM": "sub"})
+    assert (cfg.admin_token, cfg.admin_token_source) == (None, "none")
+    assert (cfg.auth, cfg.proxy_token, cfg.oidc_claim) == ("oidc", "proxy-0123456789", "sub")
+    assert "token" not in repr(cfg).replace("admin_token_source", "") and "proxy-0123" not in repr(cfg)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.controlplane.conftest import ADMIN, PARTICIPANT
+from tests.controlplane.conftest import ADMIN
 
 from .conftest import APP, Stack, start_stack, stop_stack, wait_for
 
@@ -67,7 +67,7 @@ def test_a_topic_limit_edited_on_the_page_is_stored_audited_and_applied(env: Sta
     entry = cp.get("/admin/v2/audit", params={"limit": 1}).json()["entries"][0]
     assert audit_total(env) == total + 1 and entry["policyVersion"] == before + 1
     assert entry["endpoint"] == "/admin/v2/persistent/acme/web/views/publishRate" and entry["oldValue"] is None
-    assert entry["actor"] == "admin (dashboard)"
+    assert entry["actor"] == "admin"          # single-user mode: the bootstrap super-user of the admin token
     audit = next(d.value for d in at.dataframe if "endpoint" in d.value.columns)
     assert audit.iloc[0]["endpoint"] == entry["endpoint"] and audit.iloc[0]["version"] == before + 1
     wait_for(lambda: all(p["appliedPolicyVersion"] == before + 1
@@ -133,12 +133,14 @@ def test_offload_permits_resource_groups_and_mutation_quotas_are_editable(env: S
              "the participant to apply the new offload permits")
 
 
-def test_without_an_admin_token_the_page_asks_for_one(env: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_an_admin_token_the_page_offers_a_token_sign_in(env: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("THROTTLESCOPE_ADMIN_TOKEN")
-    monkeypatch.setenv("THROTTLESCOPE_TOKEN", PARTICIPANT)      # reads work, edits do not
     at = limits_page()
-    assert any("Edits need the admin token" in w.value for w in at.warning)
-    assert at.button(key="topic.review").disabled
-    at.sidebar.text_input(key="admin_token").set_value(ADMIN).run()
-    assert not at.exception and not any("Edits need the admin token" in w.value for w in at.warning)
-    assert not at.button(key="topic.review").disabled
+    assert any("Sign in (in the sidebar) to change limits" in w.value for w in at.warning)
+    assert not [b for b in at.button if b.key == "topic.review"]      # reads need a principal too: no editor
+    at.sidebar.text_input(key="signin.token").set_value(ADMIN).run()
+    at.sidebar.button(key="signin.submit").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [s.value for s in at.sidebar.success][-1] == "Signed in as admin (super-user)"
+    assert not any("Sign in" in w.value for w in at.warning)
+    assert not at.button(key="topic.review").disabled and not at.button(key="rg.review").disabled

@@ -1,4 +1,4 @@
-"""The dashboard when there is nothing to show, when the control plane is down, and when it has no token yet."""
+"""The dashboard when there is nothing to show, when the control plane is down, and when nobody is signed in."""
 
 from __future__ import annotations
 
@@ -37,14 +37,16 @@ def pages() -> Iterator[tuple[str, AppTest]]:
         yield page, at
 
 
-def test_no_data_yet_says_what_to_start_and_the_token_comes_from_the_data_dir(
+def test_no_data_yet_says_what_to_start_and_single_user_mode_uses_the_data_dirs_token(
         empty_cp: ControlPlane, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THROTTLESCOPE_URL", empty_cp.url)
     monkeypatch.setenv("THROTTLESCOPE_DATA_DIR", str(empty_cp.data_dir))
     monkeypatch.delenv("THROTTLESCOPE_ADMIN_TOKEN", raising=False)
     monkeypatch.delenv("THROTTLESCOPE_TOKEN", raising=False)
     for page, at in pages():
-        assert any("Admin token from the data dir" in c.value for c in at.sidebar.caption), page
+        mode = " ".join(i.value for i in at.sidebar.info)
+        assert "Single-user local mode" in mode and "admin (super-user)" in mode, page
+        assert "with the admin token from the data dir" in mode, page
         if page == "limits":
             assert not at.warning and not at.button(key="mq.review").disabled
             assert at.button(key="topic.review").disabled          # no topic known yet: type one
@@ -73,7 +75,7 @@ def test_a_control_plane_that_is_down_is_reported_on_every_page(monkeypatch: pyt
     assert {m.label: m.value for m in overview.metric} == {"Control plane": "down"}
 
 
-def test_reads_without_a_token_ask_for_one_and_the_sidebar_token_is_used(
+def test_reads_without_a_token_ask_to_sign_in_and_the_signed_in_token_is_used(
         empty_cp: ControlPlane, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     admin = (empty_cp.data_dir / "admin.token").read_text().strip()
     monkeypatch.setenv("THROTTLESCOPE_URL", empty_cp.url)
@@ -82,10 +84,14 @@ def test_reads_without_a_token_ask_for_one_and_the_sidebar_token_is_used(
     monkeypatch.delenv("THROTTLESCOPE_TOKEN", raising=False)
     at = AppTest.from_file(str(APP), default_timeout=30).run()
     assert not at.exception
-    assert any("Give the dashboard a token" in w.value for w in at.warning)
+    assert any("Sign in (in the sidebar) as a principal" in w.value for w in at.warning)
     assert "Participants alive" not in {m.label for m in at.metric}
-    at.sidebar.text_input(key="admin_token").set_value(admin).run()
-    assert not at.exception and not at.warning
+    at.sidebar.text_input(key="signin.token").set_value("not-a-token-0123456789").run()
+    at.sidebar.button(key="signin.submit").click().run()
+    assert any("Sign-in refused: an unknown token" in e.value for e in at.sidebar.error)
+    at.sidebar.text_input(key="signin.token").set_value(admin).run()
+    at.sidebar.button(key="signin.submit").click().run()
+    assert not at.exception and not at.warning and not at.sidebar.error
     assert {m.label: m.value for m in at.metric}["Participants alive"] == "0"
 
 
