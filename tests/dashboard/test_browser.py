@@ -1,6 +1,8 @@
 """End to end in headless Chromium (Debian's, driven by Playwright): every page renders live data (screenshots
-saved to docs/screenshots/), and a topic's publish limit changed on the Limits page shows up in the audit log and
-is applied by a running participant."""
+saved to docs/screenshots/), and a topic's publish limit changed on the Limits page (single-user mode) shows up in
+the audit log and is applied by a running participant. Then a dashboard for a team (token sign-in): a tenant
+admin of acme signs in, changes an acme namespace's rate (applied, audited under its name) and finds globex's
+editors read-only; a viewer can change nothing."""
 
 from __future__ import annotations
 
@@ -31,10 +33,10 @@ RUNTIME = "tests.dashboard.runtime_participant"
 
 
 class Dashboard:
-    def __init__(self, stack: Stack, log: Path) -> None:
+    def __init__(self, stack: Stack, log: Path, **env_extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = clean_env(**stack.env(), THROTTLESCOPE_DASHBOARD_REFRESH="2")
+        env = clean_env(**(env_extra or stack.env()), THROTTLESCOPE_DASHBOARD_REFRESH="2")
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
@@ -152,4 +154,95 @@ def test_change_a_topic_limit_and_see_it_applied(browser) -> None:  # type: igno
              "the participants' topic buckets at the new rate (their shares add up to it)")
     time.sleep(0.5)
     _shoot(page, "limits")
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def team(browser, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A second dashboard on the same control plane, for a team: token sign-in, no admin token at hand."""
+    stack, _, _ = browser
+    admin = stack.cp.client(ADMIN)
+    tokens = {name: admin.put(f"/admin/v2/principals/{name}", json={"role": role}).json()["token"]
+              for name, role in (("acme-admin", "tenant-admin"), ("vic", "viewer"))}
+    assert admin.put("/admin/v2/tenants/acme", json={"adminRoles": ["acme-admin"]}).status_code == 204
+    assert admin.put("/admin/v2/namespaces/globex/web/publishRate",
+                     json={"publishThrottlingRateInMsg": 30}).status_code == 204
+    base = tmp_path_factory.mktemp("team")
+    dash = Dashboard(stack, base / "streamlit.log", THROTTLESCOPE_URL=stack.cp.url, THROTTLESCOPE_DASHBOARD_AUTH="token",
+                     THROTTLESCOPE_DATA_DIR=str(base))
+    try:
+        wait_for(dash.ready, 30, "the team's streamlit to serve")
+        yield dash, tokens
+    finally:
+        dash.stop()
+
+
+def _sign_in(context, dash: Dashboard, token: str, who: str):  # type: ignore[no-untyped-def]
+    page = _open(context, f"{dash.url}/limits", "Limits")
+    page.get_by_text("Sign in (in the sidebar) to change limits.").wait_for(timeout=20000)
+    page.get_by_label("Your token", exact=True).fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_text(f"Signed in as {who}").wait_for(timeout=20000)
+    return page
+
+
+def _read_only(panel, reason: str) -> None:  # type: ignore[no-untyped-def]
+    panel.get_by_text(re.compile("Read-only for you: .*" + re.escape(reason))).wait_for(timeout=10000)
+    expect(panel.get_by_role("button", name="Review change")).to_be_disabled()
+
+
+def test_a_tenant_admin_changes_its_namespace_and_finds_other_tenants_read_only(browser, team) -> None:  # type: ignore[no-untyped-def]
+    stack, _, context = browser
+    dash, tokens = team
+    admin = stack.cp.client(ADMIN)
+    page = _sign_in(context, dash, tokens["acme-admin"], "acme-admin (tenant admin of acme)")
+    page.get_by_role("tab", name="Namespaces").click()
+    panel = page.get_by_role("tabpanel", name="Namespaces")
+    expect(panel.get_by_role("combobox", name="Namespace", exact=True)).to_have_value("acme/web")
+    limit = panel.get_by_role("spinbutton", name="Namespace publish limit, messages per period")
+    limit.fill("35")
+    limit.press("Enter")
+    page.wait_for_timeout(500)
+    panel.get_by_role("button", name="Review change").click()
+    page.get_by_role("button", name="Confirm").click()
+    page.get_by_text(re.compile(r"Changed namespace acme/web publishRate: policy version \d+")).wait_for(timeout=10000)
+    version = admin.get("/v1/policies").json()["version"]
+    assert admin.get("/admin/v2/namespaces/acme/web/publishRate").json()["publishThrottlingRateInMsg"] == 35
+    entry = admin.get("/admin/v2/audit", params={"limit": 1}).json()["entries"][0]
+    assert (entry["actor"], entry["policyVersion"]) == ("acme-admin", version)
+    page.get_by_text(re.compile(f"v{version}: PUT /admin/v2/namespaces/acme/web/publishRate` by acme-admin|"
+                                f"v{version}: PUT /admin/v2/namespaces/acme/web/publishRate by acme-admin")).wait_for(
+        timeout=10000)
+    wait_for(lambda: all(p["appliedPolicyVersion"] == version
+                         for p in admin.get("/v1/state/participants").json()["participants"]), 20,
+             "the participants to apply the tenant admin's change")
+    # globex: visible, read-only, with the control plane's reason
+    panel.get_by_role("combobox", name="Namespace", exact=True).click()
+    page.get_by_role("option", name="globex/web").click()
+    _read_only(panel, "it is not named in the adminRoles of tenant 'globex'")
+    for tab, reason in (("Resource groups", "resource groups are super-user only"),
+                        ("Broker and offload", "broker settings are super-user only"),
+                        ("Mutation quotas", "mutation quotas are super-user only")):
+        page.get_by_role("tab", name=tab).click()
+        _read_only(page.get_by_role("tabpanel", name=tab), reason)
+    page.get_by_role("tab", name="Namespaces").click()
+    _shoot(page, "limits-tenant-admin")
+    assert admin.get("/admin/v2/namespaces/globex/web/publishRate").json()["publishThrottlingRateInMsg"] == 30
+    page.close()
+
+
+def test_a_viewer_can_change_nothing(browser, team) -> None:  # type: ignore[no-untyped-def]
+    stack, _, context = browser
+    dash, tokens = team
+    admin = stack.cp.client(ADMIN)
+    total = admin.get("/admin/v2/audit").json()["total"]
+    page = _sign_in(context, dash, tokens["vic"], "vic (viewer)")
+    for tab in ("Resource groups", "Namespaces", "Topics", "Subscriptions", "Broker and offload", "Mutation quotas"):
+        page.get_by_role("tab", name=tab).click()
+        panel = page.get_by_role("tabpanel", name=tab)
+        expect(panel.get_by_role("button", name="Review change")).to_be_disabled()
+        panel.get_by_text(re.compile("Read-only for you: viewer 'vic' may not")).wait_for(timeout=10000)
+    assert admin.get("/admin/v2/audit").json()["total"] == total
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("Your token", exact=True).wait_for(timeout=10000)
     page.close()
