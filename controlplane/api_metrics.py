@@ -8,9 +8,9 @@ makes it the live state's listener (so counters keep the totals of participants 
 the route, and times every ``POST /v1/report`` with a small ASGI middleware that observes the report-latency
 histogram (parsing and validation included: the whole handling, after the guard's authorisation).
 
-Auth: ``/metrics`` is a read, so the guard's one rule applies (auth.required_role): open when reads are open
-(``--open-reads``), otherwise the participant or the admin token as ``Authorization: Bearer <token>``; in
-Prometheus, ``authorization: {type: Bearer, credentials_file: <data dir>/participant.token}`` (see
+Auth: ``/metrics`` is a read, so the guard's one rule applies (access.need): open when reads are open
+(``--open-reads``), otherwise any principal's token (the participant's, a viewer's) as ``Authorization: Bearer
+<token>``; in Prometheus, ``authorization: {type: Bearer, credentials_file: <data dir>/participant.token}`` (see
 deploy/prometheus.yml and docs/metrics.md).
 
 Per-topic labels: ``THROTTLESCOPE_METRICS_TOPIC_LABELS=0`` folds topic and subscription names into ``"*"``.
@@ -40,7 +40,7 @@ router = APIRouter(tags=["metrics"])
 
 @router.get("/metrics", response_class=Response, summary="Prometheus metrics (text format 0.0.4)",
             description="Every metric of docs/metrics.md, rendered from the live participants' latest reports. "
-                        "Open when reads are open; otherwise the participant or admin token.",
+                        "Open when reads are open; otherwise any principal's token.",
             responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}})
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE)

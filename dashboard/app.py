@@ -3,11 +3,12 @@
 How and why
 -----------
 ``st.navigation`` lists the pages (one module each under ``views/``, each with a thin ``main()``); this
-script runs on every rerun, draws the shared sidebar (control plane status, refresh interval, the admin token
-when none is configured) and then the selected page. The folder is ``views/``, not ``pages/``: Streamlit treats
+script runs on every rerun, draws the shared sidebar (control plane status, refresh interval, who is signed in and
+how: ``signin.py``) and then the selected page. The folder is ``views/``, not ``pages/``: Streamlit treats
 a ``pages/`` folder beside the entry script as a legacy multipage app and then ignores ``st.navigation`` on
 direct URLs. Configuration comes from the environment (see ``config.py``):
-``THROTTLESCOPE_URL``, ``THROTTLESCOPE_ADMIN_TOKEN`` or ``THROTTLESCOPE_DATA_DIR``, ``PROMETHEUS_URL``.
+``THROTTLESCOPE_URL``, ``THROTTLESCOPE_DASHBOARD_AUTH``, ``THROTTLESCOPE_ADMIN_TOKEN`` or ``THROTTLESCOPE_DATA_DIR``,
+``PROMETHEUS_URL``.
 """
 
 from __future__ import annotations

@@ -256,8 +256,9 @@ Bucket gauges carry tokens in the unit of their `dimension` (messages or bytes).
 ## Scraping and auth
 
 `/metrics` follows the control plane's read rule: open when reads are open (`--open-reads`,
-`THROTTLESCOPE_OPEN_READS=1`), otherwise it needs the participant or the admin token as
-`Authorization: Bearer <token>`. Give Prometheus the participant token (read-only for everything but reports):
+`THROTTLESCOPE_OPEN_READS=1`), otherwise it needs any principal's token (a viewer's, the participant's) as
+`Authorization: Bearer <token>`. Give Prometheus the participant token (read-only for everything but reports), or
+a viewer's of its own (`python -m controlplane principals create prometheus --role viewer`):
 
 ```yaml
 scrape_configs:
