@@ -118,8 +118,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None, out: TextIO 
                 print(f"revoked {args.name!r}: its token is refused from now on", file=err)
             elif args.command == "whoami":
                 me = _call(c, "GET", "/v1/whoami")
-                print(f"{me['name']} ({me['role']}{', admin of ' + ', '.join(me['adminOf']) if me['adminOf'] else ''})",
-                      file=out)
+                tenants = f", admin of {', '.join(me['adminOf'])}" if me["adminOf"] else ""
+                print(f"{me['name']} ({me['role']}{tenants})", file=out)
             else:
                 for p in _call(c, "GET", "/admin/v2/principals"):
                     tenants = f" admin of {','.join(p['adminOf'])}" if p["adminOf"] else ""

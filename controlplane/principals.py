@@ -93,7 +93,8 @@ class Directory:
         notes = []
         for name, role, token, source in (
                 (BOOTSTRAP_ADMIN, "super-user", tokens.admin, "THROTTLESCOPE_ADMIN_TOKEN or admin.token"),
-                (BOOTSTRAP_PARTICIPANT, "participant", tokens.participant, "THROTTLESCOPE_TOKEN or participant.token")):
+                (BOOTSTRAP_PARTICIPANT, "participant", tokens.participant,
+                 "THROTTLESCOPE_TOKEN or participant.token")):
             d = digest(token)
             holder = w.rows("SELECT name FROM principals WHERE token_sha256=?", (d,))
             if holder and holder[0][0] != name:

@@ -157,10 +157,12 @@ def sidebar(s: Session) -> None:
     if s.mode == "oidc":
         if not st.user.is_logged_in:
             st.button("Sign in", key="signin.login", on_click=st.login, type="primary", icon=":material/login:")
-        st.caption(f"A super-user gives you a role with: {CREATE.replace('NAME', 'YOUR-' + load_config().oidc_claim.upper())}")
+        name = "YOUR-" + load_config().oidc_claim.upper()
+        st.caption(f"A super-user gives you a role with: {CREATE.replace('NAME', name)}")
         return
     st.text_input("Your token", type="password", key=TOKEN_INPUT,
-                  help=f"A principal's token, kept in this browser session only. A super-user makes one with: {CREATE}")
+                  help="A principal's token, kept in this browser session only. A super-user makes one with: "
+                       + CREATE)
     st.button("Sign in", key="signin.submit", type="primary", icon=":material/login:",
               on_click=_sign_in_with_token, args=(load_config().url,))
     if st.session_state.get("signin.error"):

@@ -104,7 +104,8 @@ class Matrix:
     def prepare(self, method: str, template: str, path: str) -> None:
         """As the super-user: create the resource groups the path names, and the value it reads or deletes."""
         for group in re.findall(r"/resourcegroups?/(g\d+)$|/resourcegroup/(g\d+)", path):
-            self.ok(self.su, "put", "/admin/v2/resourcegroups/{group}", f"/admin/v2/resourcegroups/{group[0] or group[1]}")
+            name = group[0] or group[1]
+            self.ok(self.su, "put", "/admin/v2/resourcegroups/{group}", f"/admin/v2/resourcegroups/{name}")
         if template == "/v1/goodbye":
             self.cp.client(PARTICIPANT).post("/v1/report", json=report(pid=f"p{self.n}")).raise_for_status()
             return

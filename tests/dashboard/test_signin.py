@@ -127,7 +127,8 @@ def test_oidc_sign_in_acts_for_the_identity_through_the_dashboards_proxy(env: Te
     at.user = {"is_logged_in": True, "email": "ana@acme.com"}
     at.switch_page("views/limits.py").run()
     assert not at.exception, [e.value for e in at.exception]
-    assert [s.value for s in at.sidebar.success][-1] == "Signed in as ana@acme.com (tenant admin of acme, through dash)"
+    signed_in = [s.value for s in at.sidebar.success][-1]
+    assert signed_in == "Signed in as ana@acme.com (tenant admin of acme, through dash)"
     at.selectbox(key="namespace.target").set_value("acme/web").run()
     at.number_input(key="namespace.acme/web.publishRate.m").set_value(46).run()
     click(click(at, "namespace.review"), "limits.confirm")
