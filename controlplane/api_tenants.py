@@ -39,12 +39,27 @@ def list_tenants(ctx: Ctx) -> list[str]:
     return sorted(ctx.store.items(TENANT))
 
 
+def _missing(tenant: str) -> str:
+    return f"tenant {tenant!r} does not exist; create it with PUT /admin/v2/tenants/{tenant}"
+
+
+def _write(tenant: str, value: Any, exists: bool, request: Request, ctx: Context) -> Response:
+    """Store (``value`` None: delete) a tenant's TenantInfo; 404 when it must exist and does not, 409 the reverse."""
+    def check(r: Reader, old: Any) -> None:
+        if exists and old is None:
+            raise not_found(_missing(tenant))
+        if not exists and old is not None:
+            raise ApiError(409, f"tenant {tenant!r} already exists; change its admins with POST "
+                                f"/admin/v2/tenants/{tenant}")
+    return done(ctx.change(request, TENANT, tenant, value, check))
+
+
 @router.get("/{tenant}", response_model=TenantInfo, summary="Get a tenant's TenantInfo (its admins)",
             responses={404: {"description": "No such tenant"}})
 def get_tenant(tenant: Tenant, ctx: Ctx) -> Any:
     value = ctx.store.get(TENANT, tenant)
     if value is None:
-        raise not_found(f"tenant {tenant!r} does not exist; create it with PUT /admin/v2/tenants/{tenant}")
+        raise not_found(_missing(tenant))
     return value
 
 
@@ -52,31 +67,17 @@ def get_tenant(tenant: Tenant, ctx: Ctx) -> Any:
             responses={409: {"description": "The tenant exists"},
                        412: {"description": "adminRoles names a principal that is not a tenant admin"}, **CHANGED})
 def create_tenant(tenant: Tenant, body: TenantInfo, request: Request, ctx: Ctx) -> Response:
-    value = _value(body, ctx)
-
-    def check(r: Reader, old: Any) -> None:
-        if old is not None:
-            raise ApiError(409, f"tenant {tenant!r} already exists; change its admins with POST "
-                                f"/admin/v2/tenants/{tenant}")
-    return done(ctx.change(request, TENANT, tenant, value, check))
+    return _write(tenant, _value(body, ctx), False, request, ctx)
 
 
 @router.post("/{tenant}", status_code=204, summary="Replace a tenant's TenantInfo (its admins)",
              responses={404: {"description": "No such tenant"},
                         412: {"description": "adminRoles names a principal that is not a tenant admin"}, **CHANGED})
 def update_tenant(tenant: Tenant, body: TenantInfo, request: Request, ctx: Ctx) -> Response:
-    value = _value(body, ctx)
-
-    def check(r: Reader, old: Any) -> None:
-        if old is None:
-            raise not_found(f"tenant {tenant!r} does not exist; create it with PUT /admin/v2/tenants/{tenant}")
-    return done(ctx.change(request, TENANT, tenant, value, check))
+    return _write(tenant, _value(body, ctx), True, request, ctx)
 
 
 @router.delete("/{tenant}", status_code=204, summary="Delete a tenant's TenantInfo (its policies stay)",
                responses={404: {"description": "No such tenant"}, **CHANGED})
 def delete_tenant(tenant: Tenant, request: Request, ctx: Ctx) -> Response:
-    def check(r: Reader, old: Any) -> None:
-        if old is None:
-            raise not_found(f"tenant {tenant!r} does not exist")
-    return done(ctx.change(request, TENANT, tenant, None, check))
+    return _write(tenant, None, True, request, ctx)

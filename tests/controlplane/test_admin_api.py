@@ -263,3 +263,25 @@ def test_openapi_is_the_contract(shared_cp: ControlPlane) -> None:
     assert {"201", "204", "401", "403", "413", "422"} <= set(put["responses"])
     assert put["responses"]["422"]["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/Error"
     assert "HTTPValidationError" not in doc["components"]["schemas"]
+
+
+def test_tenant_lifecycle_in_pulsars_shape(admin: httpx.Client) -> None:
+    assert admin.get(f"{V2}/tenants/t-life").status_code == 404
+    assert admin.post(f"{V2}/tenants/t-life", json={"adminRoles": []}).status_code == 404     # update: must exist
+    assert admin.put(f"{V2}/principals/t-life-admin", json={"role": "tenant-admin"}).status_code == 201
+    assert admin.put(f"{V2}/principals/t-life-viewer", json={"role": "viewer"}).status_code == 201
+    r = admin.put(f"{V2}/tenants/t-life", json={"adminRoles": ["t-life-admin", "t-life-admin", "someone@else"]})
+    assert r.status_code == 204 and int(r.headers["X-Policy-Version"]) == version(admin)
+    assert admin.get(f"{V2}/tenants/t-life").json() == {"adminRoles": ["someone@else", "t-life-admin"],
+                                                        "allowedClusters": []}
+    assert "t-life" in admin.get(f"{V2}/tenants").json()
+    r = admin.put(f"{V2}/tenants/t-life", json={})
+    assert r.status_code == 409 and "already exists" in r.json()["reason"]
+    r = admin.post(f"{V2}/tenants/t-life", json={"adminRoles": ["t-life-viewer"]})
+    assert r.status_code == 412 and "'t-life-viewer' (viewer)" in r.json()["reason"]
+    r = admin.post(f"{V2}/tenants/t-life", json={"adminRoles": [" padded"], "admins": []})
+    assert r.status_code == 422
+    assert admin.get(f"{V2}/principals/t-life-admin").json()["adminOf"] == ["t-life"]
+    assert admin.delete(f"{V2}/tenants/t-life").status_code == 204
+    assert admin.delete(f"{V2}/tenants/t-life").status_code == 404
+    assert admin.get(f"{V2}/principals/t-life-admin").json()["adminOf"] == []
