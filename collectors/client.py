@@ -1,7 +1,7 @@
 """HTTP to the control plane (httpx), and the backoff between failed attempts.
 
 ``ControlPlaneClient.report(report)`` POSTs one ``metrics.report.Report`` to ``/v1/report`` and returns the
-parsed ``ReportResponse``. Every failure becomes a ``ControlPlaneError`` whose message says what happened, so the
+parsed ``ReportResponse``; ``grant(request)`` does the same for ``/v1/grant``. Every failure becomes a ``ControlPlaneError`` whose message says what happened, so the
 reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that is not the
 schema) or ``Rejected`` (401/403/4xx: a wrong token or an incompatible report -- retrying will not fix it until
 someone does, but the reporter keeps retrying at the backoff cap, so fixing the control plane's side suffices).
@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import TypeVar
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from metrics.report import Goodbye, Report, ReportResponse
+from metrics.report import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse
+
+A = TypeVar("A", bound=BaseModel)
 
 __all__ = ["ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff", "request_timeout_s"]
 
@@ -74,8 +77,15 @@ class ControlPlaneClient:
         self._http.timeout = httpx.Timeout(value)
 
     def report(self, report: Report) -> ReportResponse:
+        return self._post("/v1/report", report, ReportResponse)
+
+    def grant(self, request: GrantRequest) -> GrantAnswer:
+        """Ask for tokens of shared limits, or give them back (thread-safe: the grant keeper's thread calls it)."""
+        return self._post("/v1/grant", request, GrantAnswer)
+
+    def _post(self, path: str, body: BaseModel, answer: type[A]) -> A:
         try:
-            resp = self._http.post("/v1/report", content=report.model_dump_json(exclude_none=True),
+            resp = self._http.post(path, content=body.model_dump_json(exclude_none=True),
                                    headers={"Content-Type": "application/json"})
         except httpx.HTTPError as e:
             raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
@@ -84,9 +94,9 @@ class ControlPlaneClient:
         if resp.status_code != 200:
             raise Rejected(resp.status_code, _reason(resp))
         try:
-            return ReportResponse.model_validate_json(resp.content)
+            return answer.model_validate_json(resp.content)
         except ValidationError as e:
-            raise Unreachable(f"the answer is not a ReportResponse: {e.error_count()} error(s), first: "
+            raise Unreachable(f"the answer is not a {answer.__name__}: {e.error_count()} error(s), first: "
                               f"{e.errors()[0]['msg']}") from None
 
     def goodbye(self, participant_id: str, timeout_s: float = 0.5) -> bool:

@@ -11,8 +11,9 @@ Every round (``run_once``) the reporter
    and mutation-quota snapshots -- the report is sent every round whatever is suppressed, because it is also the
    heartbeat the control plane expires participants by (2 intervals) and what the dashboard shows;
 3. POSTs it (``ControlPlaneClient``; short timeout) and applies the answer (``Applier``): new policies when the
-   version moved, and the usage map -> local shares. The control plane's ``reportIntervalSeconds`` is adopted,
-   since its expiry rule counts in its intervals.
+   version moved. The control plane's ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its
+   intervals. (The tokens of shared limits come between reports, from the grant keeper: ``collectors.grants``;
+   usage and demand are reported for the dashboard and the metrics.)
 
 Demand
 ------
@@ -48,11 +49,12 @@ answer's map lacks this participant (the control plane held nothing for it).
 
 Failure
 -------
-Any ``ControlPlaneError`` leaves every limiter as it is (fail-static: the last local shares stay enforced), logs
-once per outage (a warning, and an info line on recovery), and the next attempt waits ``Backoff`` (exponential
-from the interval, capped, jittered) instead of the interval. On recovery the ``Applier`` keeps peers missing
-from the maps for a grace period, so the first participant back does not find itself alone and take the whole
-limit. Nothing in the hot path ever waits on any of this.
+Any ``ControlPlaneError`` keeps the last policies (fail-static) and puts the shared limits under the outage rules
+(``collectors.grants``: the pool, then the static split ``safe`` -- the limit is held and nobody who was sending
+stalls), logs once per outage (a warning, and an info line on recovery), and the next attempt waits
+``Backoff`` (exponential from the interval, capped, jittered) instead of the interval. A restarted control plane
+re-learns what is spent before it hands out more (learning mode, ``controlplane.grants``). Nothing in the hot path
+ever waits on any of this.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ from limiter.publish import LimiterSnapshot
 from limiter.quota import need_to_report
 from metrics import report as wire
 
-from .apply import BURST_INTERVALS, DISPATCH, PUBLISH, SHARED_LEVELS
+from .apply import DISPATCH, PUBLISH, SHARED_LEVELS
 from .client import Backoff, ControlPlaneError, request_timeout_s
 from .config import MAX_INTERVAL_S, MIN_INTERVAL_S
 
@@ -301,9 +303,10 @@ class Reporter:
             self.last_error = str(e)
             self.suppression.force()
             self._outage.failed(e)
+            p.applier.grants.unreachable()
+            p.applier.refresh()
             return False
-        if self._outage.succeeded():
-            p.applier.begin_grace(self.backoff.cap_s + 2 * self.interval_s)
+        self._outage.succeeded()
         self.backoff.reset()
         self.last_error = None
         self.last_answer = answer
@@ -314,7 +317,8 @@ class Reporter:
             self.suppression.force()
         me = p.identity.participant_id
         self.suppression.force(k for k in measured if me not in (answer.usage.get(k) or {}))
-        p.applier.apply(answer.policies, answer.usage, measured)
+        p.applier.grants.reachable()
+        p.applier.apply(answer.policies)
         self._adopt_interval(answer.reportIntervalSeconds)
         self.ready.set()
         return True
@@ -325,8 +329,6 @@ class Reporter:
         log.info("throttlescope: reporting every %g s, as the control plane asks (was %g s)", interval_s,
                  self.interval_s)
         self.interval_s = interval_s
-        self.p.applier.shared_burst_s = BURST_INTERVALS * interval_s
-        self.p.applier.refresh()
         self.backoff = Backoff(interval_s, self._backoff_cap(interval_s))
         if hasattr(self.client, "timeout_s"):
             self.client.timeout_s = request_timeout_s(interval_s)
@@ -382,8 +384,15 @@ def _dim(tokens: float, rate: float, capacity: float, period_s: float) -> wire.D
     return wire.DimensionSnapshot(tokens=tokens, rate=rate, capacity=capacity, period_s=period_s)
 
 
-def _publish_parts(s: LimiterSnapshot) -> tuple:
-    dims = {b.dimension: _dim(b.tokens, b.rate, b.capacity, b.period_s) for b in s.buckets}
+def _publish_parts(s: LimiterSnapshot, fair: tuple[float, float] | None = None) -> tuple:
+    """``fair``: a pool's fair rates (msgs, bytes per second) from the control plane's grants, shown as its rate
+    (a pool refills by grants, not by a rate of its own)."""
+    def rate(b) -> float:
+        if fair is None:
+            return b.rate
+        per_s = fair[0] if b.dimension == "msgs" else fair[1]
+        return per_s * b.period_s if per_s >= 0 else b.rate
+    dims = {b.dimension: _dim(b.tokens, rate(b), b.capacity, b.period_s) for b in s.buckets}
     bucket = (wire.BucketSnapshot(level=s.level, name=s.name, kind="publish", msgs=dims.get("msgs"),
                                   bytes=dims.get("bytes")) if dims else None)
     queue = (wire.QueueSnapshot(level=s.level, name=s.name, length=len(s.queue),
@@ -410,7 +419,7 @@ def build_report(p: Participant, seq: int, sent_at: float, interval_s: float, ap
     for s in snapshots.get("publish", ()):
         if not _label(s.name):
             continue
-        bucket, queue, counter = _publish_parts(s)
+        bucket, queue, counter = _publish_parts(s, p.applier.grants.fair(wire.limit_key(s.level, PUBLISH, s.name)))
         buckets += [bucket] if bucket else []
         queues += [queue] if queue else []
         counters.append(counter)

@@ -40,6 +40,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -50,11 +51,12 @@ from limiter.mutation import MutationQuota, MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
 from limiter.policy import Level
 from limiter.producer import Producer
-from metrics.report import PolicySet, Report
+from metrics.report import PolicySet, Report, limit_key
 
-from .apply import BURST_INTERVALS, Applier
+from .apply import DISPATCH, PUBLISH, Applier
 from .config import RuntimeConfig
 from .dispatching import DispatchLimits
+from .grants import GrantKeeper, Pool
 from .identity import Identity, detect_identity
 
 __all__ = ["Participant", "participant", "reset_participant", "current_participant"]
@@ -84,6 +86,8 @@ class Participant:
         self.applier = Applier(self.identity.participant_id, self.limits, self.dispatch, self.offload,
                                self.mutation_quotas)
         self.reporter = None
+        self.grant_keeper: GrantKeeper | None = None
+        self._dispatch_throttles: dict[str, int] = {}
         self._closed = False
         if client is None and self.config.url:
             from .client import ControlPlaneClient, request_timeout_s
@@ -91,12 +95,17 @@ class Participant:
                                         request_timeout_s(self.config.report_interval_s))
         if client is not None:
             from .reporter import Reporter
-            self.applier.shared_burst_s = BURST_INTERVALS * self.config.report_interval_s
             self.reporter = Reporter(self, client, interval_s=self.config.report_interval_s,
                                      tolerance_pct=self.config.tolerance_pct, max_rounds=self.config.max_rounds,
                                      backoff_cap_s=self.config.backoff_cap_s, wall_s=wall_s or time.time)
+            def now_s() -> float:
+                return self.clock.now_ns() / 1e9
+            self.grant_keeper = GrantKeeper(self.identity.participant_id, self.applier.grants, self._pools,
+                                            lambda req: client.grant(req).grants, self.applier.refresh, now_s)
+            self.limits.on_throttle = self.grant_keeper.wake
             if start:
                 self.reporter.start()
+                self.grant_keeper.start()
                 atexit.register(self._at_exit)
 
     # --- what Spark helpers use ---------------------------------------------------------------------------
@@ -105,6 +114,9 @@ class Participant:
         """A producer on ``topic`` (``tenant/namespace/topic``) under every publish level that applies."""
         producer = self.limits.producer(topic, name, **options)
         self.applier.refresh()  # new limiters get their burst (the hook gave them their rate)
+        if self.grant_keeper is not None:
+            weakref.finalize(producer, self.grant_keeper.wake)  # a producer gone (its task ended): give back at once
+            self._fill()
         return producer
 
     def publish_limiter(self, level: Level | str, name: str = "broker"):
@@ -115,7 +127,17 @@ class Participant:
         group of the topic's namespace (else tenant), as the policies known now attach it."""
         dispatcher = self.dispatch.dispatcher(topic, subscription, self.applier.resource_group_of(topic), **options)
         self.applier.refresh()
+        if self.grant_keeper is not None:
+            self._fill()
         return dispatcher
+
+    def _fill(self) -> None:
+        """Fill the new producer's (or dispatcher's) pools now, on this thread: its first send must not overdraw
+        a shared limit before the first grant (a failure leaves it to the keeper and the outage rules)."""
+        try:
+            self.grant_keeper.run_once()
+        except Exception:  # noqa: BLE001 - never fail a task for this
+            log.debug("throttlescope: filling the pools of a new producer failed", exc_info=True)
 
     def dispatch_limiter(self, level: Level | str, name: str = "broker") -> DispatchRateLimiter:
         return self.dispatch.limiter(Level(level), name)
@@ -127,6 +149,30 @@ class Participant:
     @property
     def offload_throttle(self) -> OffloadThrottle:
         return self.offload
+
+    def _pools(self) -> list[Pool]:
+        """Every limiter of a shared limit, as the grant keeper sees it now."""
+        applier, out = self.applier, []
+        producers, paused = self.limits.producer_counts(), self.limits.producer_counts(paused_only=True)
+        for lim in self.limits.limiters():
+            limit = applier.pooled(lim.level, PUBLISH, lim.name)
+            if limit is not None and lim.capacity is not None:
+                level = (lim.level, lim.name)
+                out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, producers.get(level, 0),
+                                lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
+                                lim.deposit))
+        dispatchers = self.dispatch.dispatcher_counts()
+        for lim in self.dispatch.limiters():
+            limit = applier.pooled(lim.level, DISPATCH, lim.name)
+            if limit is not None and lim.capacity is not None:
+                key = limit_key(lim.level.value, DISPATCH, lim.name)
+                throttles = self._dispatch_throttles.get(key, 0)
+                self._dispatch_throttles[key] = lim.throttled_count
+                waiting = lim.throttled_count > throttles
+                out.append(Pool(key, limit, dispatchers.get((lim.level, lim.name), 0), waiting, False,
+                                self.dispatch.admitted(lim.level, lim.name)[0], lim.balance(), lim.deposit,
+                                eager=True))
+        return out
 
     # --- state --------------------------------------------------------------------------------------------
 
@@ -172,6 +218,8 @@ class Participant:
         if reporter is None:
             return
         reporter.stop()
+        if self.grant_keeper is not None:
+            self.grant_keeper.stop()
         if goodbye and os.getpid() == self.pid and hasattr(reporter.client, "goodbye") and reporter.seq:
             reporter.client.goodbye(self.identity.participant_id, GOODBYE_TIMEOUT_S)
         if hasattr(reporter.client, "close"):

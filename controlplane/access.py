@@ -43,7 +43,7 @@ Where Pulsar leaves a case open or its versions differ, the stricter rule is tak
   Here every principal reads everything (and anyone, with ``--open-reads``): participants are handed the whole
   policy document to enforce it, so hiding parts of it from the admin API would hide nothing.
 
-Participants report (``/v1/report``, ``/v1/goodbye``; super-users may too). ``/v1/whoami`` answers any principal
+Participants report and ask for tokens (``/v1/report``, ``/v1/goodbye``, ``/v1/grant``; super-users may too). ``/v1/whoami`` answers any principal
 about itself, whether reads are open or not.
 """
 
@@ -59,7 +59,7 @@ __all__ = ["Need", "need", "refusal", "OPEN_PATHS", "PARTICIPANT_PATHS", "SELF_P
 
 Kind = Literal["open", "reader", "principal", "participant", "tenant-admin", "super-user"]
 OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
-PARTICIPANT_PATHS = frozenset({"/v1/report", "/v1/goodbye"})
+PARTICIPANT_PATHS = frozenset({"/v1/report", "/v1/goodbye", "/v1/grant"})
 SELF_PATHS = frozenset({"/v1/whoami", "/v1/whoami/can"})
 READS = frozenset({"GET", "HEAD"})
 TOPIC_DOMAINS = frozenset({"persistent", "non-persistent"})

@@ -1,11 +1,13 @@
-"""Participant endpoints: one report in, the policy version (policies when moved) and the usage map out.
+"""Participant endpoints: reports in (policy version, policies when moved out), token grants of shared limits.
 
 ``POST /v1/report`` is the one call every participant makes every interval -- with 1,000 Spark workers, 1,000 a
 second on one core -- so a valid report skips FastAPI's per-request machinery (routing, dependency solving, a
 ``json.loads`` before validation: about half the control plane's CPU per report, benchmarks/bench_load.py):
-``ReportFastPath`` parses it with pydantic straight from the bytes and answers it with ``answer_report``, the same
-function the route calls. Anything it does not accept (another content type, an invalid report) goes on to the
-route, so the route stays the one place that explains errors (422 with the reason) and documents the endpoint.
+``ParticipantFastPath`` parses it with pydantic straight from the bytes and answers it with ``answer_report``, the
+same function the route calls; ``POST /v1/grant`` (a participant asking for chunks of the shared limits its
+producers spend, several times a second while they send) takes the same path with ``answer_grant``. Anything it does not accept (another content type, an invalid
+body) goes on to the route, so the route stays the one place that explains errors (422 with the reason) and
+documents the endpoint.
 """
 
 from typing import Annotated
@@ -17,9 +19,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from controlplane.context import Context, get_ctx
 from controlplane.errors import not_found
 from controlplane.middleware import replay_body
-from metrics.report import Goodbye, PolicySet, Report, ReportResponse, limit_key
+from metrics.report import (
+    Goodbye,
+    GrantAnswer,
+    GrantRequest,
+    PolicySet,
+    Report,
+    ReportResponse,
+    limit_key,
+)
 
 REPORT_PATH = "/v1/report"   # also what the report timer (api_metrics) times
+GRANT_PATH = "/v1/grant"
 
 router = APIRouter(prefix="/v1", tags=["participants"])
 Ctx = Annotated[Context, Depends(get_ctx)]
@@ -53,6 +64,24 @@ def answer_report(ctx: Context, body: Report) -> bytes:
     return answer.model_dump_json().encode()
 
 
+@router.post("/grant", response_model=GrantAnswer, summary="Ask for tokens of shared limits, or give them back",
+             description="Needs the participant (or admin) token. One grant per ask, in order: the tokens granted "
+                         "now (-1 = unlimited; never more than the limit in any window of its period, over every "
+                         "participant), the fair chunk to ask for next, the fallback rate to use while the control "
+                         "plane cannot be reached, and how soon more is free. Tokens given back (returns_*) are "
+                         "credited to the participant's newest grants.",
+             responses={422: {"description": "Malformed request; nothing changed"}})
+async def grant(body: GrantRequest, ctx: Ctx) -> Response:
+    return Response(answer_grant(ctx, body), media_type="application/json")
+
+
+def answer_grant(ctx: Context, body: GrantRequest) -> bytes:
+    policies = ctx.policies()
+    answer = GrantAnswer(policyVersion=policies.version, learning=ctx.grants.learning,
+                         grants=ctx.grants.answer(body.participant_id, body.asks, policies))
+    return answer.model_dump_json().encode()
+
+
 def _is_json(scope: Scope) -> bool:
     for name, value in scope["headers"]:
         if name.lower() == b"content-type":
@@ -60,8 +89,8 @@ def _is_json(scope: Scope) -> bool:
     return False
 
 
-class ReportFastPath:
-    """ASGI middleware: answer a valid ``POST /v1/report`` here; pass everything else on unchanged.
+class ParticipantFastPath:
+    """ASGI middleware: answer a valid ``POST /v1/report`` or ``/v1/grant`` here; pass everything else on.
 
     Sits inside the guard (authorisation, body size and nesting are checked before it) and the report timer."""
 
@@ -70,8 +99,8 @@ class ReportFastPath:
         self.ctx = ctx
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != REPORT_PATH \
-                or not _is_json(scope):
+        handler = _FAST.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if handler is None or not _is_json(scope):
             await self.app(scope, receive, send)
             return
         chunks, more = [], True
@@ -82,12 +111,13 @@ class ReportFastPath:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        model, answer = handler
         try:
-            parsed = Report.model_validate_json(body)
+            parsed = model.model_validate_json(body)
         except ValidationError:
             await self.app(scope, replay_body(body, receive), send)   # the route says what is wrong
             return
-        payload = answer_report(self.ctx, parsed)
+        payload = answer(self.ctx, parsed)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode())]})
@@ -106,3 +136,6 @@ async def goodbye(body: Goodbye, ctx: Ctx) -> Response:
             description="The same document /v1/report returns when the policy version moved.")
 def policies(ctx: Ctx) -> PolicySet:
     return ctx.policies()
+
+
+_FAST = {REPORT_PATH: (Report, answer_report), GRANT_PATH: (GrantRequest, answer_grant)}

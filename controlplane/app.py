@@ -27,6 +27,7 @@ from controlplane import (
 from controlplane.auth import Tokens
 from controlplane.config import Settings, package_version
 from controlplane.context import Context
+from controlplane.grants import GrantBook
 from controlplane.middleware import GuardMiddleware
 from controlplane.principals import Directory
 from controlplane.state import LiveState
@@ -94,6 +95,8 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     store = store if store is not None else Store(settings.data_dir)
     live = live if live is not None else LiveState(settings.report_interval_s)
 
+    grants = GrantBook(settings.report_interval_s, settings.data_dir)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
@@ -102,13 +105,13 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     app = FastAPI(title="throttlescope control plane", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan)
     directory = Directory(store, tokens)
-    app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory)
+    app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory, grants=grants)
     errors.install(app)
     for module in (api_participant, api_groups, api_policies, api_broker, api_tenants, api_principals,
                    api_state):  # reports: matched first
         app.include_router(module.router)
     # the last added runs first: guard -> report timer -> report fast path -> FastAPI's routes
-    app.add_middleware(api_participant.ReportFastPath, ctx=app.state.ctx)
+    app.add_middleware(api_participant.ParticipantFastPath, ctx=app.state.ctx)
     api_metrics.install(app, live, app.state.ctx.policies)
     app.add_middleware(GuardMiddleware, directory=directory, open_reads=settings.open_reads,
                        max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from controlplane import policyset
 from controlplane.config import Settings
+from controlplane.grants import GrantBook
 from controlplane.middleware import actor_of
 from controlplane.principals import Directory
 from controlplane.state import LiveState
@@ -29,6 +30,7 @@ class Context:
     store: Store
     live: LiveState
     directory: Directory
+    grants: GrantBook
     started_monotonic: float = field(default_factory=time.monotonic)
     _cache: PolicySet | None = None
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -207,6 +207,17 @@ class AsyncTokenBucket:
         target = max(self._resolution_ns * rate_per_ns, 1.0)
         return (target - balance) / rate_per_ns / NS_PER_S
 
+    def deposit(self, n: float) -> float:
+        """Add ``n`` tokens now (a grant; negative: take them back), up to the capacity; not counted as consumed.
+        Returns the balance after it."""
+        if not isinstance(n, int | float) or not math.isfinite(n):
+            raise ValueError(f"a deposit must be a finite number of tokens, got {n!r}")
+        with self._lock:
+            now = self._clock.now_ns()
+            self._update_locked(now, 0)
+            self._tokens = min(self._tokens + n, self._capacity)
+            return float(self._update_locked(now, 0))   # the fast path's allowance follows the new balance
+
     # --- live changes -------------------------------------------------------------------------------------
 
     @property

@@ -110,6 +110,7 @@ class DispatchRateLimiter:
         self._order = next(_ORDER)
         self._msgs: AsyncTokenBucket | None = None
         self._bytes: AsyncTokenBucket | None = None
+        self.capacity: tuple[float, float] | None = None   # set: the buckets are pools filled by ``deposit``
         self.rate = rate
 
     @property
@@ -123,7 +124,34 @@ class DispatchRateLimiter:
         with self._lock:
             self._msgs = self._bucket(rate.msgs if rate.msgs_limited else None, rate.period_s, self._msgs)
             self._bytes = self._bucket(rate.bytes if rate.bytes_limited else None, rate.period_s, self._bytes)
-            self._rate = rate
+            self._rate, self.capacity = rate, None
+
+    def pool(self, rate: Rate, capacity: tuple[float, float]) -> None:
+        """Make the buckets pools: they hold up to ``capacity`` (msgs, bytes), refill at ``rate`` (next to
+        nothing) and otherwise only by ``deposit`` -- a shared limit's granted tokens. The balance carries over."""
+        with self._lock:
+            for attr, limited, cap in (("_msgs", rate.msgs_limited, capacity[0]), ("_bytes", rate.bytes_limited,
+                                                                                    capacity[1])):
+                old = getattr(self, attr)
+                bucket = None
+                if limited and cap > 0:
+                    tokens = 0.0 if old is None else min(old.tokens(), cap)
+                    bucket = AsyncTokenBucket(rate=rate.msgs if attr == "_msgs" else rate.bytes, capacity=cap,
+                                              initial_tokens=tokens, resolution_s=0, clock=self._clock)
+                setattr(self, attr, bucket)
+            self._rate, self.capacity = rate, capacity
+
+    def deposit(self, msgs: float = 0, bytes_: float = 0) -> None:
+        """Add granted tokens (negative: take them back), not counted as delivered."""
+        with self._lock:
+            for bucket, n in ((self._msgs, msgs), (self._bytes, bytes_)):
+                if bucket is not None and n:
+                    bucket.deposit(n)
+
+    def balance(self) -> tuple[float | None, float | None]:
+        with self._lock:
+            return (None if self._msgs is None else self._msgs.tokens(),
+                    None if self._bytes is None else self._bytes.tokens())
 
     def _bucket(self, limit: float | None, period_s: float, old: AsyncTokenBucket | None) -> AsyncTokenBucket | None:
         if limit is None:

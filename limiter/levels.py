@@ -63,6 +63,7 @@ class PublishLimits:
                  initial_rate: Callable[[Level, str], Rate | None] | None = None):
         self._clock = clock or SystemClock()
         self.initial_rate = initial_rate
+        self.on_throttle: Callable[[], None] | None = None   # given to every limiter made (a producer waits)
         self._scheduler = scheduler or scheduler_for(self._clock)
         self._resolution_kw = {} if resolution_s is None else {"resolution_s": resolution_s}
         self._lock = threading.RLock()
@@ -84,8 +85,10 @@ class PublishLimits:
     def _new_limiter(self, level: Level, name: str, rate: Rate | None) -> PublishRateLimiter:
         if rate is None:  # the hook had no answer: a topic's limit by precedence, any other level unlimited
             rate = self._topic_rate(name)[0] if level is Level.TOPIC else Rate.unlimited()
-        return PublishRateLimiter(rate, level=level, name=name, clock=self._clock, scheduler=self._scheduler,
-                                  **self._resolution_kw)
+        limiter = PublishRateLimiter(rate, level=level, name=name, clock=self._clock, scheduler=self._scheduler,
+                                     **self._resolution_kw)
+        limiter.on_throttle = self.on_throttle
+        return limiter
 
     def set_limit(self, level: Level, name: str, rate: Rate | None) -> None:
         """The aggregate limit of a broker, tenant, namespace or resource group (None or unlimited: no limit)."""
@@ -173,12 +176,15 @@ class PublishLimits:
         with self._lock:
             return list(self._limiters.values())
 
-    def producer_counts(self) -> dict[tuple[Level, str], int]:
-        """(level, name) -> number of live producers bound to that limiter."""
+    def producer_counts(self, paused_only: bool = False) -> dict[tuple[Level, str], int]:
+        """(level, name) -> number of live producers bound to that limiter (``paused_only``: of those paused now,
+        by whichever level)."""
         counts: dict[tuple[Level, str], int] = {}
         with self._lock:
             producers = list(self._producers)
         for producer in producers:
+            if paused_only and not producer.paused:
+                continue
             for limiter in producer.limiters:
                 key = (limiter.level, limiter.name)
                 counts[key] = counts.get(key, 0) + 1

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
@@ -89,7 +90,10 @@ class Producer:
         self._scheduler = scheduler or scheduler_for(self._clock)
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []
-        self.tracker = ThrottleTracker(on_resume=self._on_resume, name=name)
+        # through a weak reference: a producer must die with its last user (a task's generator), by reference
+        # counting, not at the next cyclic collection -- its limiters' shared leases are released when it does
+        on_resume = weakref.WeakMethod(self._on_resume)
+        self.tracker = ThrottleTracker(on_resume=lambda: (m := on_resume()) is not None and m(), name=name)
         self.max_pending_requests = max_pending_requests
         self.max_pending_bytes = max_pending_bytes
         self._pending_requests = 0

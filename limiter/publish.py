@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -142,8 +143,10 @@ class PublishRateLimiter:
         self._bytes = _Dimension("bytes")
         self._rate = Rate.unlimited()
         self._burst_s: float | None = None
+        self._capacity: tuple[float, float] | None = None
         self._msgs_bucket: AsyncTokenBucket | None = None
         self._bytes_bucket: AsyncTokenBucket | None = None
+        self.on_throttle: Callable[[], None] | None = None   # told when a producer starts waiting (no lock held)
         self.update_rate(rate or Rate.unlimited())
 
     # --- the hot path -------------------------------------------------------------------------------------
@@ -171,10 +174,14 @@ class PublishRateLimiter:
     def _throttle(self, producer: Throttleable, msgs: float, bytes: float) -> None:
         with self._lock:
             producer.tracker.mark(self.reason)
+            first = not self._queue
             self._queue.append((producer, self._clock.now_ns(), msgs, bytes))
             self._throttled_count += 1
             if self._timer is None:
                 self._timer = self._scheduler.call_later(self._throttling_duration_s(), self._unthrottle)
+        hook = self.on_throttle
+        if first and hook is not None:
+            hook()
 
     def _throttling_duration_s(self) -> float:
         return max((b.throttling_duration_s() for b in self._buckets()), default=0.0)
@@ -224,16 +231,40 @@ class PublishRateLimiter:
     def burst_s(self) -> float | None:
         return self._burst_s
 
-    def update_rate(self, rate: Rate, burst_s: float | None = None) -> None:
+    @property
+    def capacity(self) -> tuple[float, float] | None:
+        return self._capacity
+
+    def deposit(self, msgs: float = 0, bytes: float = 0) -> None:
+        """Add granted tokens to the buckets (negative: take them back); waiting producers are released at
+        once if the buckets now hold tokens. Not counted as admitted."""
+        with self._lock:
+            for bucket, n in ((self._msgs_bucket, msgs), (self._bytes_bucket, bytes)):
+                if bucket is not None and n:
+                    bucket.deposit(n)
+            if self._queue and (msgs > 0 or bytes > 0):
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = self._scheduler.call_later(0.0, self._unthrottle)
+
+    def balance(self) -> tuple[float | None, float | None]:
+        """(msgs, bytes) tokens held now (None: that dimension is unlimited). Not for the hot path."""
+        m, b = self._msgs_bucket, self._bytes_bucket
+        return (None if m is None else m.tokens()), (None if b is None else b.tokens())
+
+    def update_rate(self, rate: Rate, burst_s: float | None = None,
+                    capacity: tuple[float, float] | None = None) -> None:
         """Change the limit live. Raised or removed: every queued producer is unthrottled at once.
-        ``burst_s``: the buckets hold that many seconds of the rate (None: one period, capacity = limit)."""
+        ``burst_s``: the buckets hold that many seconds of the rate (None: one period, capacity = limit);
+        ``capacity``: (msgs, bytes) the buckets hold instead, whatever the rate -- a pool filled by ``deposit``."""
         if burst_s is not None and not (isinstance(burst_s, int | float) and math.isfinite(burst_s) and burst_s > 0):
             raise ValueError(f"burst_s must be a finite number of seconds > 0, or None (one period); got {burst_s!r}")
         with self._lock:
             old, self._rate = self._rate, rate
             self._burst_s = burst_s
-            self._msgs_bucket = self._resize(self._msgs, rate.msgs, rate.period_s)
-            self._bytes_bucket = self._resize(self._bytes, rate.bytes, rate.period_s)
+            self._capacity = capacity
+            self._msgs_bucket = self._resize(self._msgs, rate.msgs, rate.period_s, capacity and capacity[0])
+            self._bytes_bucket = self._resize(self._bytes, rate.bytes, rate.period_s, capacity and capacity[1])
             if rate.is_raise_of(old):
                 self._release_all()
             elif self._queue:
@@ -241,7 +272,8 @@ class PublishRateLimiter:
                     self._timer.cancel()
                 self._timer = self._scheduler.call_later(self._throttling_duration_s(), self._unthrottle)
 
-    def _resize(self, dim: _Dimension, limit: float, period_s: float) -> AsyncTokenBucket | None:
+    def _resize(self, dim: _Dimension, limit: float, period_s: float,
+                pool: float | None = None) -> AsyncTokenBucket | None:
         bucket = dim.bucket
         if limit <= 0:  # unlimited: keep counting, drop the bucket
             if bucket is not None:
@@ -249,10 +281,13 @@ class PublishRateLimiter:
             dim.bucket = None
             return None
         capacity = limit
-        if self._burst_s is not None and self._burst_s < period_s:
+        if pool:
+            capacity = pool
+        elif self._burst_s is not None and self._burst_s < period_s:
             capacity = max(limit * self._burst_s / period_s, min(limit, 1.0))
         if bucket is None:
             dim.bucket = AsyncTokenBucket(rate=limit, capacity=capacity, period_s=period_s,
+                                          initial_tokens=0 if pool else None,   # a pool holds only what is granted
                                           resolution_s=self._resolution_s, clock=self._clock)
         elif bucket.period_s != period_s:
             # a new period: carry the balance (and the debt) over, capped by the new capacity
@@ -274,6 +309,10 @@ class PublishRateLimiter:
             self._release_all()
 
     # --- inspection ---------------------------------------------------------------------------------------
+
+    def admitted(self) -> tuple[float, float]:
+        """(msgs, bytes) admitted so far (cumulative)."""
+        return self._msgs.admitted(), self._bytes.admitted()
 
     def queue_length(self) -> int:
         return len(self._queue)

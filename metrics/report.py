@@ -45,7 +45,7 @@ __all__ = [
     "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye",
     "PublishRate", "DispatchRate", "ResourceGroup", "MutationQuota", "MutationQuotaEntry", "LevelPolicies",
     "TenantPolicies", "PolicySet", "UsageValues", "ReportResponse", "to_rate", "LimitKey", "QuotaStrategyName",
-    "QUOTA_STRATEGIES",
+    "QUOTA_STRATEGIES", "GrantAsk", "GrantRequest", "Grant", "GrantAnswer",
 ]
 
 MAX_NAME = 512          # limiter names, participant ids, producer names
@@ -238,6 +238,74 @@ class MutationQuotaSnapshot(StrictModel):
     tokens: Number = Field(description="KIP-599 bucket balance (may be negative)")
     rate: NonNeg = Field(0, description="Observed mutation rate per second")
     throttle_time_s: NonNeg = Field(0, description="Current throttle time (-tokens / quota)")
+
+
+# ---------------------------------------------------------------- token grants (limiter.grants)
+#
+# Between reports a participant asks ``POST /v1/grant`` for chunks of the shared limits its producers wait on or
+# are about to run out of, and gives back what it did not spend when a limiter goes idle. One ``Grant`` answers
+# each ``GrantAsk``. Amounts are tokens (messages, bytes), rates are per second; -1 = unlimited (the limit is
+# not set); 0 = nothing is free right now (ask again after ``retry_s``).
+
+
+class GrantAsk(StrictModel):
+    level: LevelName = Field(description="Level of the shared limit")
+    name: Label = Field(description="Name at that level, as in the policies")
+    direction: Direction = Field(description="publish or dispatch")
+    wants_msgs: NonNeg = Field(0, description="Message tokens wanted now")
+    wants_bytes: NonNeg = Field(0, description="Byte tokens wanted now")
+    rate_msgs_per_s: NonNeg = Field(0, description="Messages per second it wants to spend (its fair share is by these)")
+    rate_bytes_per_s: NonNeg = Field(0, description="Bytes per second it wants to spend")
+    returns_msgs: NonNeg = Field(0, description="Unspent message tokens given back")
+    returns_bytes: NonNeg = Field(0, description="Unspent byte tokens given back")
+    safe_msgs_per_s: NonNeg = Field(0, description="The fallback rate last answered (read after a restart)")
+    safe_bytes_per_s: NonNeg = Field(0, description="The fallback rate last answered (read after a restart)")
+
+    @property
+    def key(self) -> str:
+        return limit_key(self.level, self.direction, self.name)
+
+
+class GrantRequest(StrictModel):
+    """``POST /v1/grant``: asks for tokens of shared limits, and tokens given back."""
+
+    participant_id: Label = Field(description="The asking participant (as in its reports)")
+    asks: list[GrantAsk] = Field(default_factory=list, max_length=MAX_LIST)
+
+    @model_validator(mode="after")
+    def _unique(self) -> GrantRequest:
+        seen: set[str] = set()
+        for a in self.asks:
+            if a.key in seen:
+                raise ValueError(f"duplicate ask {a.key!r}: each limit may be asked for once per request")
+            seen.add(a.key)
+        return self
+
+
+class Grant(LenientModel):
+    level: str
+    name: str
+    direction: str
+    msgs: float = Field(-1, description="Message tokens granted (-1 = unlimited)")
+    bytes: float = Field(-1, description="Byte tokens granted (-1 = unlimited)")
+    chunk_msgs: float = Field(-1, description="The fair chunk now: what to ask for next time")
+    chunk_bytes: float = Field(-1, description="The fair chunk now: what to ask for next time")
+    safe_msgs_per_s: float = Field(-1, description="Fallback rate while the control plane cannot be reached")
+    safe_bytes_per_s: float = Field(-1, description="Fallback rate while the control plane cannot be reached")
+    fair_msgs_per_s: float = Field(-1, description="This participant's fair share of the limit now (msgs per second)")
+    fair_bytes_per_s: float = Field(-1, description="This participant's fair share of the limit now (bytes per second)")
+    retry_s: float = Field(0, description="Seconds until more is free, when less than wanted was granted")
+    holders: int = Field(0, description="How many participants asked for this limit in its last window")
+
+    @property
+    def key(self) -> str:
+        return limit_key(self.level, self.direction, self.name)
+
+
+class GrantAnswer(LenientModel):
+    policyVersion: int = Field(description="Current policy version")
+    grants: list[Grant] = Field(default_factory=list)
+    learning: bool = Field(False, description="True while a restarted control plane re-learns what is spent")
 
 
 class Report(StrictModel):

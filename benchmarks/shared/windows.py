@@ -8,7 +8,7 @@ span ``[t0, t1)``:
   start at every event, so no placement of a window is missed), over the limit;
 - ``longest_gap_s``: the longest stretch inside the span with nothing admitted (a stall);
 - ``hold_time_s(events, t_change, limit)``: after a live change at ``t_change``, how long until no 1-s window
-  starting later is above the new limit (+5 %) -- the time for the change to hold.
+  starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold.
 """
 
 from __future__ import annotations
@@ -76,9 +76,10 @@ def longest_gap_s(events: Iterable[tuple[float, float]], t0: float, t1: float) -
 
 
 def hold_time_s(events: Sequence[tuple[float, float]], t_change: float, limit: float, t_end: float,
-                tolerance: float = 0.05) -> float:
-    """Seconds after ``t_change`` until every later 1-s window holds ``limit`` (+ tolerance); inf if never."""
-    over = [s for s, n in window_sums(events, t_change, t_end) if n > limit * (1 + tolerance)]
+                tolerance: float = 0.05, slack: float = 0.0) -> float:
+    """Seconds after ``t_change`` until every later 1-s window holds ``limit`` (+ tolerance, + ``slack`` rows:
+    one acquire, which a window starting at an admission may hold above the limit); inf if never."""
+    over = [s for s, n in window_sums(events, t_change, t_end) if n > limit * (1 + tolerance) + slack]
     if not over:
         return 0.0
     last = max(over) + 1.0   # the last window above it ends here

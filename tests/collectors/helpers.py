@@ -1,15 +1,21 @@
-"""Unit-test helpers: an in-process control plane (the real LiveState, no HTTP) and a paced sender on a ManualClock."""
+"""Unit-test helpers: an in-process control plane (the real LiveState and GrantBook, no HTTP) and a paced sender on
+a ManualClock."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from collectors import Participant, RuntimeConfig
 from collectors.client import ControlPlaneError
 from collectors.identity import Identity
+from controlplane.grants import GrantBook
 from controlplane.state import LiveState
 from limiter import ManualClock, Producer
-from metrics.report import PolicySet, Report, ReportResponse, limit_key
+from metrics.report import GrantAnswer, GrantRequest, PolicySet, Report, ReportResponse, limit_key
+
+KEEPER_S = 0.02
 
 
 def identity(pid: str = "me") -> Identity:
@@ -17,13 +23,16 @@ def identity(pid: str = "me") -> Identity:
 
 
 class InProcessControlPlane:
-    """What ``POST /v1/report`` does (controlplane.api_participant), without HTTP; ``fail`` makes it unreachable."""
+    """What ``POST /v1/report`` and ``/v1/grant`` do (controlplane.api_participant), without HTTP; ``fail`` makes it
+    unreachable. ``clock``: the grant windows' seconds (a ManualClock's ``now_s`` in unit tests)."""
 
     url = "http://in-process"
 
-    def __init__(self, policies: PolicySet, interval_s: float = 0.25):
+    def __init__(self, policies: PolicySet, interval_s: float = 0.25, clock: Callable[[], float] | None = None):
         self.policies = policies
         self.live = LiveState(interval_s)
+        self.grants = GrantBook(interval_s, clock=clock or time.monotonic)
+        self.grant_requests: list[GrantRequest] = []
         self.reports: list[Report] = []
         self.goodbyes: list[str] = []
         self.fail: ControlPlaneError | None = None
@@ -41,9 +50,17 @@ class InProcessControlPlane:
                               usage=self.live.usage_map(keys), reportIntervalSeconds=self.live.interval_s,
                               accepted=accepted, reason=reason)
 
+    def grant(self, request: GrantRequest) -> GrantAnswer:
+        if self.fail is not None:
+            raise self.fail
+        self.grant_requests.append(request)
+        return GrantAnswer(policyVersion=self.policies.version,
+                           grants=self.grants.answer(request.participant_id, request.asks, self.policies))
+
     def restart(self) -> None:
-        """A restarted control plane: same policies, no live state."""
+        """A restarted control plane: same policies, no live state, no grants."""
         self.live = LiveState(self.live.interval_s)
+        self.grants = GrantBook(self.live.interval_s, clock=self.grants._clock)
 
     def goodbye(self, participant_id: str, timeout_s: float = 0.5) -> bool:
         self.goodbyes.append(participant_id)
@@ -70,14 +87,21 @@ def make_participant(clock: ManualClock, cp: Any, pid: str = "me", interval_s: f
     return Participant(cfg, identity=identity(pid), clock=clock, client=cp, start=False)
 
 
-def send_paced(clock: ManualClock, producer: Producer, per_s: float, seconds: float, tick_s: float = 2e-4) -> int:
+def send_paced(clock: ManualClock, producer: Producer, per_s: float, seconds: float, tick_s: float = 2e-4,
+               keepers: list[Participant] = ()) -> int:
     """A producer that wants ``per_s`` msgs/s, as a blocking ``acquire`` loop behaves, on a ManualClock: one send
     every 1/per_s s; a send due while paused waits and goes the moment the producer resumes (no catch-up).
+    ``keepers``: participants whose grant keeper runs every ``KEEPER_S`` meanwhile (as its thread would).
     Returns how many were admitted."""
     step, end = 1.0 / per_s, clock.now_s() + seconds
     due, sent = clock.now_s(), 0
+    next_keep = clock.now_s()
     while clock.now_s() < end - 1e-9:
         now = clock.now_s()
+        if keepers and now >= next_keep:
+            for p in keepers:
+                p.grant_keeper.run_once()
+            next_keep = now + KEEPER_S
         if now >= due - 1e-9:
             if producer.paused:
                 clock.advance(min(tick_s, end - now))
@@ -85,5 +109,5 @@ def send_paced(clock: ManualClock, producer: Producer, per_s: float, seconds: fl
             producer.try_acquire(1)
             sent += 1
             due = max(due, now - step) + step
-        clock.advance(max(1e-9, min(due, end) - clock.now_s()))
+        clock.advance(max(1e-9, min(due, end, next_keep if keepers else end) - clock.now_s()))
     return sent

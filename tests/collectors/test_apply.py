@@ -1,4 +1,4 @@
-"""Policies and usage maps -> local limiter rates, on a ManualClock (collectors.apply)."""
+"""Policies and grants -> local limiters, on a ManualClock (collectors.apply)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ from typing import Any
 
 import pytest
 
-from collectors.apply import UNLIMITED_MUTATIONS_PER_S, Applier, Limit, PolicyView, local_share
+from collectors.apply import UNLIMITED_MUTATIONS_PER_S, Applier, Limit, PolicyView
 from collectors.dispatching import DispatchLimits
+from collectors.grants import NOTHING, OUTAGE_SWITCH_S, SAFE_BURST_S
 from limiter import ManualClock, PublishLimits
 from limiter.mutation import MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
 from limiter.policy import Level, Rate
 from limiter.quota import Strategy
-from metrics.report import PolicySet, UsageValues
+from metrics.report import Grant, PolicySet
 
 pytestmark = pytest.mark.unit
 
@@ -23,11 +24,6 @@ ME = "me"
 def policies(**kw: Any) -> PolicySet:
     settings = kw.pop("brokerSettings", {})
     return PolicySet.model_validate({"version": kw.pop("version", 7), "brokerSettings": settings, **kw})
-
-
-def uv(usage: float, demand: float | None = None, ub: float = 0, db: float | None = None) -> UsageValues:
-    return UsageValues(usage_msgs_per_s=usage, demand_msgs_per_s=usage if demand is None else demand,
-                       usage_bytes_per_s=ub, demand_bytes_per_s=ub if db is None else db)
 
 
 def test_topic_limit_by_precedence_topic_then_namespace_then_broker_default() -> None:
@@ -95,37 +91,6 @@ def test_strategy_of_a_group(group_choice: str | None, default: str | None, expe
     assert PolicyView(ps).limit(Level.RESOURCE_GROUP, "publish", "g").strategy == Strategy(expected)
 
 
-def test_local_share_fair_proportional_alone_and_unshared() -> None:
-    fair = Limit(Rate(1000), True, Strategy.FAIR)
-    start = {ME: uv(700, 700), "b": uv(300, 700)}      # 70/30, both want 700
-    assert local_share(fair, ME, start).msgs == pytest.approx(500)
-    assert local_share(fair, "b", start).msgs == pytest.approx(500)
-    prop = Limit(Rate(1000), True, Strategy.PROPORTIONAL)
-    assert local_share(prop, ME, start).msgs == pytest.approx(700)
-    assert local_share(prop, "b", start).msgs == pytest.approx(300)
-    assert local_share(fair, ME, {}) == Rate(1000)                        # no map yet: the whole limit
-    assert local_share(fair, ME, {ME: uv(10)}).msgs == pytest.approx(1000)  # alone: the whole limit
-    assert local_share(prop, ME, {ME: uv(10)}).msgs == pytest.approx(1000)
-    broker = Limit(Rate(70), False)
-    assert local_share(broker, ME, start) == Rate(70)                     # not shared: the map is ignored
-    assert local_share(Limit(Rate.unlimited(), True), ME, start).is_unlimited
-
-
-def test_local_share_per_dimension_and_period() -> None:
-    limit = Limit(Rate(600, 6e6, 60), True)            # 10 msgs/s and 100 kB/s, per minute
-    peers = {ME: uv(8, 20, 1e5, 1e5), "b": uv(2, 20, 0, 0)}
-    share = local_share(limit, ME, peers)
-    assert share.period_s == 60 and share.msgs == pytest.approx(300)    # 5 msgs/s of 10
-    assert share.bytes == pytest.approx(6e6 - 60)                          # b wants no bytes: floor 1 B/s
-    only_msgs = local_share(Limit(Rate(100), True), ME, peers)
-    assert only_msgs.bytes == -1
-
-
-def test_a_participant_missing_from_the_map_is_added_with_nothing() -> None:
-    share = local_share(Limit(Rate(100), True), ME, {"b": uv(50, 50), "c": uv(50, 50)})
-    assert share.msgs == pytest.approx(1.0)   # min share: b and c want all of it
-
-
 @pytest.fixture
 def world(clock: ManualClock) -> dict[str, Any]:
     limits = PublishLimits(clock, resolution_s=0)
@@ -133,7 +98,6 @@ def world(clock: ManualClock) -> dict[str, Any]:
     offload = OffloadThrottle(-1, clock=clock)
     mutations = MutationQuotaRegistry(clock=clock)
     applier = Applier(ME, limits, dispatch, offload, mutations)
-    applier.shared_burst_s = 0.25
     return {"limits": limits, "dispatch": dispatch, "offload": offload, "mutations": mutations, "applier": applier}
 
 
@@ -154,11 +118,13 @@ def test_applier_sets_every_level_and_the_per_participant_settings(world: dict[s
     assert applier.version == 7
     levels = {lim.level: lim for lim in producer.limiters}
     assert Level.RESOURCE_GROUP in levels                                  # attached: producer rebound
-    assert levels[Level.RESOURCE_GROUP].rate == Rate(1000)                 # alone: the whole group
-    assert levels[Level.RESOURCE_GROUP].burst_s == 0.25                    # shared: one interval of burst
-    assert levels[Level.RESOURCE_GROUP].snapshot().buckets[0].capacity == pytest.approx(250)
-    assert levels[Level.BROKER].rate == Rate(5000) and levels[Level.BROKER].burst_s is None
-    assert levels[Level.TOPIC].rate == Rate(800)
+    group = levels[Level.RESOURCE_GROUP]
+    assert group.rate == Rate(NOTHING) and group.capacity == (1000, 0)     # shared: a pool of up to 1000 msgs
+    assert group.balance()[0] == pytest.approx(0, abs=1e-3) and group.balance()[1] is None   # nothing granted yet
+    group.deposit(msgs=250)
+    assert group.balance()[0] == pytest.approx(250)
+    assert levels[Level.BROKER].rate == Rate(5000) and levels[Level.BROKER].capacity is None
+    assert levels[Level.TOPIC].capacity == (800, 0)      # the broker's default per topic: a topic spans workers
     assert levels[Level.TENANT].rate.is_unlimited and levels[Level.NAMESPACE].rate.is_unlimited
     assert world["offload"].bytes_per_s == 1e6
     assert world["dispatch"].options["precise_dispatcher_flow_control"] is True
@@ -166,67 +132,66 @@ def test_applier_sets_every_level_and_the_per_participant_settings(world: dict[s
     assert alice is not None and alice.quota_per_s == 5 and alice.samples == 2
     assert world["mutations"].get("root", "x").quota_per_s == UNLIMITED_MUTATIONS_PER_S
     assert world["mutations"].get("bob", "x") is None
-    # the usage map: the group's share for this participant
-    applier.apply(usage_map={"resource_group:publish:g": {ME: uv(300, 700), "b": uv(700, 700)}},
-                  mine={"resource_group:publish:g": uv(300, 700)})
-    assert levels[Level.RESOURCE_GROUP].rate.msgs == pytest.approx(500)
-    assert levels[Level.RESOURCE_GROUP].snapshot().buckets[0].capacity == pytest.approx(125)
     # detached: the producer is no longer under the group
     applier.apply(policies(version=8, **{**GROUPED, "namespaceResourceGroups": {}}))
     assert Level.RESOURCE_GROUP not in {lim.level for lim in producer.limiters}
 
 
-def test_a_limiter_created_later_starts_at_its_target(world: dict[str, Any]) -> None:
+def test_a_limiter_created_later_starts_as_an_empty_pool(world: dict[str, Any]) -> None:
     limits, applier, dispatch = world["limits"], world["applier"], world["dispatch"]
-    applier.apply(policies(**GROUPED), {"resource_group:publish:g": {ME: uv(10, 10), "b": uv(600, 1500)}},
-                  {"resource_group:publish:g": uv(10, 10)})
+    applier.apply(policies(**GROUPED))
     producer = limits.producer("acme/web/later")        # created between two answers
+    applier.refresh()
     levels = {lim.level: lim for lim in producer.limiters}
-    assert levels[Level.RESOURCE_GROUP].rate.msgs == pytest.approx(10)   # fair: 10 of 1000 (b wants 1500)
-    assert levels[Level.TOPIC].rate == Rate(800)
-    assert dispatch.limiter(Level.RESOURCE_GROUP, "g").rate == Rate(200)
+    assert levels[Level.RESOURCE_GROUP].capacity == (1000, 0) and levels[Level.RESOURCE_GROUP].balance()[0] == pytest.approx(0, abs=1e-3)
+    assert levels[Level.TOPIC].capacity == (800, 0)
+    rg = dispatch.limiter(Level.RESOURCE_GROUP, "g")
+    applier.refresh()
+    assert rg.capacity == (200, 0) and rg.balance()[0] == pytest.approx(0, abs=1e-3)
+    rg.deposit(50)
+    assert rg.available_msgs() == pytest.approx(50)
     sub = dispatch.dispatcher("acme/web/later", "s1", "g")
     assert [lim.level for lim in sub.levels] == [Level.BROKER, Level.TOPIC, Level.SUBSCRIPTION, Level.RESOURCE_GROUP]
 
 
-def test_small_moves_of_a_share_are_not_applied_exact_policy_changes_are(world: dict[str, Any]) -> None:
+def test_an_unreachable_control_plane_turns_pools_into_the_safe_rate_after_a_moment(
+        world: dict[str, Any], clock: ManualClock) -> None:
     limits, applier = world["limits"], world["applier"]
     rg = limits.limiter(Level.RESOURCE_GROUP, "g")
-    key = "resource_group:publish:g"
-    applier.apply(policies(**GROUPED), {key: {ME: uv(500, 700), "b": uv(500, 700)}}, {key: uv(500, 700)})
-    assert rg.rate.msgs == pytest.approx(500)
-    applier.apply(usage_map={key: {ME: uv(500, 700), "b": uv(498, 498)}}, mine={key: uv(500, 700)})
-    assert rg.rate.msgs == pytest.approx(500)            # 502 is a 0.4 % move: noise, not applied
-    applier.apply(usage_map={key: {ME: uv(500, 700), "b": uv(400, 400)}}, mine={key: uv(500, 700)})
-    assert rg.rate.msgs == pytest.approx(600)            # a real move is applied
+    applier.apply(policies(**GROUPED))
+    ask = applier.grants.ask("resource_group:publish:g", (250, 0))
+    applier.grants.record(ask, Grant(level="resource_group", name="g", direction="publish", msgs=250, chunk_msgs=250,
+                                     safe_msgs_per_s=400, retry_s=0, holders=2), clock.now_ns() / 1e9)
+    rg.deposit(msgs=250)
+    applier.grants.unreachable()
+    applier.refresh()
+    assert rg.capacity == (1000, 0) and rg.balance()[0] == pytest.approx(250)   # the pool is spent first
+    clock.advance(OUTAGE_SWITCH_S)
+    applier.refresh()
+    assert rg.rate == Rate(400) and rg.capacity is None and rg.burst_s == SAFE_BURST_S   # then the static split
+    applier.grants.reachable()
+    applier.refresh()
+    assert rg.capacity == (1000, 0)                                              # back: the pool again
+    never = limits.limiter(Level.TENANT, "acme")   # no tenant limit: untouched by all of this
+    assert never.rate.is_unlimited
+
+
+def test_an_operators_change_is_applied_exactly(world: dict[str, Any]) -> None:
+    limits, applier = world["limits"], world["applier"]
+    applier.apply(policies(**GROUPED))
     topic = limits.limiter(Level.TOPIC, "acme/web/t")
     changed = {**GROUPED, "brokerSettings": {**GROUPED["brokerSettings"], "maxPublishRatePerTopicInMessages": 801}}
     applier.apply(policies(version=9, **changed))
-    assert topic.rate == Rate(801)                       # an operator's change is applied exactly
-
-
-def test_after_a_reconnection_missing_peers_are_kept_for_the_grace_period(world: dict[str, Any],
-                                                                          clock: ManualClock) -> None:
-    limits, applier = world["limits"], world["applier"]
+    assert topic.capacity == (801, 0)
     rg = limits.limiter(Level.RESOURCE_GROUP, "g")
-    key = "resource_group:publish:g"
-    applier.apply(policies(**GROUPED), {key: {ME: uv(500, 700), "b": uv(500, 700)}}, {key: uv(500, 700)})
-    assert rg.rate.msgs == pytest.approx(500)
-    applier.begin_grace(2.0)                             # a restarted control plane knows only me so far
-    applier.apply(usage_map={key: {ME: uv(500, 700)}}, mine={key: uv(500, 700)})
-    assert rg.rate.msgs == pytest.approx(500)            # b is kept: no burst to the whole limit
-    clock.advance(2.5)
-    applier.apply(usage_map={key: {ME: uv(500, 700)}}, mine={key: uv(500, 700)})
-    assert rg.rate.msgs == pytest.approx(1000)           # b really left: its share comes back
-    # outside a grace period the map is trusted as it is
-    applier.apply(usage_map={key: {ME: uv(500, 700), "c": uv(0, 1000)}}, mine={key: uv(500, 700)})
-    assert rg.rate.msgs == pytest.approx(500)
+    applier.apply(policies(version=10, **{**changed, "resourceGroups": {"g": {"publishRateInMsgs": 300}}}))
+    assert rg.capacity == (300, 0)                        # the pool follows the group's limit
 
 
 def test_nothing_is_touched_before_the_first_policies(world: dict[str, Any]) -> None:
     limits, applier = world["limits"], world["applier"]
     limits.set_limit(Level.BROKER, "broker", Rate(42))     # a local static limit
     applier.refresh()
-    applier.apply(usage_map={}, mine={})
+    applier.apply()
     assert limits.limiter(Level.BROKER).rate == Rate(42) and applier.version == 0
     assert applier.target(Level.BROKER, "publish", "broker") is None

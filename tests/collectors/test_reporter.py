@@ -77,16 +77,16 @@ def test_an_unthrottled_participants_demand_is_its_usage(clock: ManualClock) -> 
 
 
 def test_the_report_carries_usage_and_demand(clock: ManualClock) -> None:
-    cp = InProcessControlPlane(grouped(100))
+    cp = InProcessControlPlane(grouped(100), clock=clock.now_s)
     p = make_participant(clock, cp)
     assert p.report_now() and p.policy_version == 3 and p.wait_ready(0)
     producer = p.producer("acme/web/t")
     clock.advance(0.25)
     assert p.report_now()                                     # registers the group's key
-    send_paced(clock, producer, 300, 1.0)
+    send_paced(clock, producer, 300, 1.0, keepers=[p])
     assert p.report_now()
     u = entry(cp.reports[-1])
-    assert u is not None and 100 <= u.usage_msgs_per_s <= 100 + 12.5 + 1   # the rate, plus its burst
+    assert u is not None and 90 <= u.usage_msgs_per_s <= 100 + 25 + 1   # the limit, plus the chunk granted first
     assert u.demand_msgs_per_s > 2 * u.usage_msgs_per_s
     report = cp.reports[-1]
     assert report.participant.participant_id == "me" and report.applied_policy_version == 3
@@ -126,12 +126,12 @@ def test_suppression_tolerance_mandatory_rounds_and_forcing() -> None:
 
 
 def test_suppressed_rounds_keep_the_participant_and_its_usage_in_the_map(clock: ManualClock) -> None:
-    cp = InProcessControlPlane(grouped(1000))
+    cp = InProcessControlPlane(grouped(1000), clock=clock.now_s)
     p = make_participant(clock, cp, max_rounds=4)
     p.report_now()
     producer = p.producer("acme/web/t")
     for _ in range(12):
-        send_paced(clock, producer, 40, 0.25)                   # a steady 40 msgs/s
+        send_paced(clock, producer, 40, 0.25, keepers=[p])      # a steady 40 msgs/s
         assert p.report_now()
     kinds = ["full" if entry(r) else "unchanged" if KEY in r.usage_unchanged else "-" for r in cp.reports[1:]]
     assert kinds.count("unchanged") >= 6                         # most rounds carry no usage values
@@ -143,20 +143,20 @@ def test_suppressed_rounds_keep_the_participant_and_its_usage_in_the_map(clock: 
 
 
 def test_a_restarted_control_plane_gets_full_usage_again(clock: ManualClock) -> None:
-    cp = InProcessControlPlane(grouped(1000))
+    cp = InProcessControlPlane(grouped(1000), clock=clock.now_s)
     p = make_participant(clock, cp)
     p.report_now()
     producer = p.producer("acme/web/t")
     for _ in range(3):
-        send_paced(clock, producer, 40, 0.25)
+        send_paced(clock, producer, 40, 0.25, keepers=[p])
         p.report_now()
     assert KEY in cp.reports[-1].usage_unchanged
     cp.restart()                                                 # knows nothing; keeps the policies
-    send_paced(clock, producer, 40, 0.25)
+    send_paced(clock, producer, 40, 0.25, keepers=[p])
     p.report_now()                                               # sent as unchanged: nothing held for it
     assert KEY in cp.reports[-1].usage_unchanged
     assert "me" not in p.reporter.last_answer.usage[KEY]
-    send_paced(clock, producer, 40, 0.25)
+    send_paced(clock, producer, 40, 0.25, keepers=[p])
     p.report_now()
     assert entry(cp.reports[-1]) is not None                     # ... so the next round sends it in full
     assert "me" in p.reporter.last_answer.usage[KEY]
@@ -167,31 +167,31 @@ def test_a_restarted_control_plane_gets_full_usage_again(clock: ManualClock) -> 
 
 def test_unreachable_keeps_the_limits_logs_once_and_forces_a_full_report(clock: ManualClock,
                                                                          caplog: pytest.LogCaptureFixture) -> None:
-    cp = InProcessControlPlane(grouped(1000))
+    cp = InProcessControlPlane(grouped(1000), clock=clock.now_s)
     peer = make_participant(clock, cp, pid="peer")
     p = make_participant(clock, cp)
     p.report_now()
     peer.report_now()
     mine, theirs = p.producer("acme/web/a"), peer.producer("acme/web/b")
     for _ in range(3):
-        send_paced(clock, mine, 900, 0.25)
-        send_paced(clock, theirs, 900, 0.25)
+        send_paced(clock, mine, 900, 0.25, keepers=[p, peer])
+        send_paced(clock, theirs, 900, 0.25, keepers=[p, peer])
         p.report_now()
         peer.report_now()
     rg = p.limits.limiter(Level.RESOURCE_GROUP, "g")
-    assert rg.rate.msgs == pytest.approx(500, rel=0.01)
+    assert rg.capacity == (1000, 0)                                 # a pool, filled by grants
     caplog.set_level(logging.INFO, logger="collectors")
     cp.fail = Unreachable("ConnectError: connection refused")
     for _ in range(4):
-        send_paced(clock, mine, 900, 0.25)
+        send_paced(clock, mine, 900, 0.25, keepers=[p])
         assert not p.report_now()
-    assert rg.rate.msgs == pytest.approx(500, rel=0.01)             # fail-static
+    assert rg.rate.msgs == pytest.approx(500, rel=0.01)             # fail-static: the safe rate, 1000 / 2
     assert not p.connected and p.reporter.failures == 4
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "unreachable" in warnings[0].getMessage()
     assert "keeping the last limits" in warnings[0].getMessage()
     cp.fail = None
-    send_paced(clock, mine, 900, 0.25)
+    send_paced(clock, mine, 900, 0.25, keepers=[p])
     assert p.report_now() and p.connected
     assert entry(cp.reports[-1]) is not None                       # full after a failure
     infos = [r for r in caplog.records if r.levelno == logging.INFO and "reachable again" in r.getMessage()]
@@ -212,7 +212,7 @@ def test_the_control_planes_interval_is_followed(clock: ManualClock) -> None:
     cp = InProcessControlPlane(grouped(1000), interval_s=0.5)
     p = make_participant(clock, cp, interval_s=1.0)
     p.report_now()
-    assert p.reporter.interval_s == 0.5 and p.applier.shared_burst_s == 0.25
+    assert p.reporter.interval_s == 0.5
     assert p.reporter.backoff.base_s == 0.5 and cp.timeout_s == 1.0
 
 

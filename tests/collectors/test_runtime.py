@@ -128,8 +128,12 @@ def test_policies_reach_every_kind_of_limiter(clock: ManualClock) -> None:
     p = make_participant(clock, cp)
     assert p.report_now()
     d = p.dispatcher("acme/web/t", "s")
-    assert [(lim.level, lim.rate.msgs) for lim in d.levels] == [
-        (Level.BROKER, -1), (Level.TOPIC, -1), (Level.SUBSCRIPTION, 7), (Level.RESOURCE_GROUP, 50)]
+    # shared limits are pools of the limit per period, filled by grants (the first one as the dispatcher is made)
+    assert [(lim.level, lim.rate.msgs <= 0, lim.capacity) for lim in d.levels] == [
+        (Level.BROKER, True, None), (Level.TOPIC, True, None), (Level.SUBSCRIPTION, False, (7, 0)),
+        (Level.RESOURCE_GROUP, False, (50, 0))]
+    assert d.levels[2].available_msgs() == pytest.approx(7 * 0.25, abs=1e-3)      # a quarter second's worth
+    assert d.levels[3].available_msgs() == pytest.approx(50 * 0.25, abs=1e-3)
     assert p.offload.bytes_per_s == 2048
     assert p.mutation_quota("alice", "app").quota_per_s == 3
     assert p.policies is not None and p.policies.version == 3

@@ -44,7 +44,7 @@ def kind_of(method: str, path: str) -> str:
     if method in ("get", "head"):
         return ("open" if path == "/healthz" else "principal" if path.startswith("/v1/whoami")
                 else "super-user" if path.startswith("/admin/v2/principals") else "reader")
-    if method == "post" and path in ("/v1/report", "/v1/goodbye"):
+    if method == "post" and path in ("/v1/report", "/v1/goodbye", "/v1/grant"):
         return "participant"
     at = SCOPED.get(parts[2]) if parts[:2] == ["admin", "v2"] and len(parts) > 3 else None
     if at is not None and len(parts) > at and parts[at].lower() != "resourcegroup":

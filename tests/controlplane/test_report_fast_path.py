@@ -1,4 +1,4 @@
-"""ReportFastPath: a valid report is answered without FastAPI; everything else reaches the route unchanged."""
+"""ParticipantFastPath: a valid report is answered without FastAPI; everything else reaches the route unchanged."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from controlplane.api_participant import ReportFastPath, answer_report
+from controlplane.api_participant import ParticipantFastPath, answer_report
 from controlplane.auth import Tokens
 from controlplane.config import Settings
 from controlplane.context import Context
+from controlplane.grants import GrantBook
 from controlplane.principals import Directory
 from controlplane.state import LiveState
 from controlplane.store import Store
@@ -44,7 +45,8 @@ class Route:
 def ctx(tmp_path: Path) -> Any:
     store = Store(tmp_path)
     yield Context(settings=Settings(data_dir=tmp_path), store=store, live=LiveState(1.0),
-                  directory=Directory(store, Tokens(ADMIN, PARTICIPANT)))
+                  directory=Directory(store, Tokens(ADMIN, PARTICIPANT)),
+                  grants=GrantBook(1.0))
     store.close()
 
 
@@ -70,7 +72,7 @@ def call(app: Any, body: bytes, method: str = "POST", path: str = "/v1/report",
 def test_a_valid_report_is_answered_without_the_route(ctx: Context) -> None:
     route = Route()
     body = json.dumps(report("p1", usage=[usage("rg", 5)])).encode()
-    status, answer = call(ReportFastPath(route, ctx), body, chunks=3)
+    status, answer = call(ParticipantFastPath(route, ctx), body, chunks=3)
     assert status == 200 and route.calls == []
     parsed = ReportResponse.model_validate_json(answer)
     assert parsed.accepted and parsed.policyVersion == 1 and parsed.policies is not None
@@ -81,7 +83,7 @@ def test_a_valid_report_is_answered_without_the_route(ctx: Context) -> None:
 def test_the_answer_is_the_routes_answer(ctx: Context) -> None:
     """Both paths render with answer_report: what the fast path sends is what the route would have sent."""
     route = Route()
-    status, answer = call(ReportFastPath(route, ctx), json.dumps(report("p1", seq=1, applied=1)).encode(),
+    status, answer = call(ParticipantFastPath(route, ctx), json.dumps(report("p1", seq=1, applied=1)).encode(),
                           content_type=b"application/json; charset=utf-8")
     expected = answer_report(ctx, Report.model_validate(report("p1", seq=1, applied=1)))  # the same seq again
     assert status == 200 and route.calls == []
@@ -100,7 +102,7 @@ def test_the_answer_is_the_routes_answer(ctx: Context) -> None:
 def test_anything_else_reaches_the_route_with_its_body_and_stores_nothing(ctx: Context, body: bytes,
                                                                           content_type: bytes | None) -> None:
     route = Route()
-    status, _ = call(ReportFastPath(route, ctx), body, content_type=content_type, chunks=2)
+    status, _ = call(ParticipantFastPath(route, ctx), body, content_type=content_type, chunks=2)
     assert status == 299 and [b for _, b in route.calls] == [body]
     assert ctx.live.participants(1)["participants"] == []
 
@@ -110,5 +112,5 @@ def test_anything_else_reaches_the_route_with_its_body_and_stores_nothing(ctx: C
 def test_other_requests_pass_through(ctx: Context, method: str, path: str) -> None:
     route = Route()
     body = json.dumps(report("p1")).encode()
-    assert call(ReportFastPath(route, ctx), body, method=method, path=path)[0] == 299
+    assert call(ParticipantFastPath(route, ctx), body, method=method, path=path)[0] == 299
     assert [(s["path"], b) for s, b in route.calls] == [(path, body)]

@@ -51,7 +51,7 @@ from .conftest import ADMIN, PARTICIPANT
 
 pytestmark = pytest.mark.integration
 EXAMPLES = {"super-user": 12, "tenant-admin": 6, "viewer": 3, "participant": 3}
-PARTICIPANT_PATHS = ("/v1/report", "/v1/goodbye")
+PARTICIPANT_PATHS = ("/v1/report", "/v1/goodbye", "/v1/grant")
 MUTATING = {"POST", "PUT", "DELETE", "PATCH"}
 
 

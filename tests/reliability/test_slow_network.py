@@ -9,8 +9,9 @@ answered; connections refused; normal again. The reporter's rounds are recorded:
 the reporter has met its fault (a slow success, a timeout, a fast failure, ...), so each fault really happened.
 
 Shown: acquire() latency p99 stays under 5 ms in every phase, and no call comes anywhere near a network delay
-(max < 1 s, while the network's delays are 1.5 s and more); the limit stays the one applied (fail-static); the
-participant is connected again at the end.
+(max < 1 s, while the network's delays are 1.5 s and more); the shared limit stays a pool of granted tokens,
+or, while the control plane cannot be reached, the static split it last answered (fail-static: the whole limit,
+this participant being alone); the participant is connected again at the end.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
         producer = p.producer(TOPIC)
         p.report_now()
         limiter = p.limits.limiter(Level.TOPIC, TOPIC)
-        assert limiter.rate.msgs == LIMIT
+        assert limiter.capacity == (LIMIT, 0) and limiter.balance()[0] > 0   # a pool, filled as it was made
         results, met = {}, {}
         marks = []
         for name, mode, delay, evidence in PHASES:
@@ -129,7 +130,7 @@ def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
                     ok = producer.acquire(1, bytes=100)
                     lat.append(time.perf_counter_ns() - t0)
                     assert ok
-                rates.add(limiter.rate.msgs)
+                rates.add("pool" if limiter.capacity is not None else limiter.rate.msgs)
                 time.sleep(0.0005)        # a task does some work between sends
             lat.sort()
             results[name] = (len(lat), percentile(lat, 50) / 1e6, percentile(lat, 99) / 1e6,
@@ -155,7 +156,7 @@ def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
         assert n >= 1000, f"{name}: only {n} acquires"
         assert p99 < 5.0, f"{name}: acquire p99 {p99:.3f} ms"
         assert worst < 1000.0, f"{name}: an acquire took {worst:.0f} ms: the hot path waited on the network"
-        assert rates == {LIMIT}, f"{name}: the limit moved to {rates} (fail-static)"
+        assert rates <= {"pool", LIMIT}, f"{name}: the limit moved to {rates} (fail-static)"
     # the faults really happened, as the reporter saw them; in the faulty phases no round succeeded
     assert all(met.values()), f"not met within {MAX_PHASE_S:g} s: {[n for n, ok in met.items() if not ok]}"
     for name in ("answers 3 s late (timeout 2 s)", "connections reset", "connections never answered",

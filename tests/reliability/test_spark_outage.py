@@ -6,9 +6,10 @@ session-wide SparkSession of tests/spark must keep) sends ``ROWS`` ids through `
 under a topic limit of ``LIMIT`` msgs/s, shared by its two Python workers (two participants). Once both report,
 the control plane is killed (SIGKILL), stays down ``OUTAGE_S`` = 30 s, and comes back on the same port and data.
 
-Shown: every id arrives exactly once; during the outage the job runs at the limit (within 5 %) and each worker's
-local rate is exactly the share it had before the kill; both workers notice the outage (rounds fail) and report
-again within seconds of the restart, with their sequence numbers carried on; the job finishes.
+Shown: every id arrives exactly once; during the outage the job runs at the limit (within 5 %): each worker spends
+the tokens it was granted, then runs at the static split the control plane last answered (the limit / 2 workers),
+steadily; both workers notice the outage (rounds fail) and report again within seconds of the restart, with their
+sequence numbers carried on; the job finishes.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def test_control_plane_down_30s_under_a_running_spark_job(tmp_path: Path) -> Non
     workers = sorted({r[2] for r in rows})
     assert len(workers) == 2 and set(workers) == set(before) == set(after)
 
-    # during the outage: the job at the limit, each worker at exactly the share it had before the kill
+    # during the outage: the job at the limit, each worker at the static split (its safe rate) throughout
     t0, t1 = t_kill + 2.0, t_restart - 0.5
     during = [r for r in rows if t0 <= r[1] < t1]
     rate = len(during) / (t1 - t0)
@@ -108,15 +109,15 @@ def test_control_plane_down_30s_under_a_running_spark_job(tmp_path: Path) -> Non
     shares = []
     for w in workers:
         mine = [r for r in rows if r[2] == w]
-        last_before = [r[3] for r in mine if r[1] < t_kill][-1]
-        held = {r[3] for r in mine if t_kill <= r[1] < t_restart}
-        assert held == {last_before}, f"{w}: local rate moved during the outage: {held} (had {last_before})"
-        assert 0 < last_before < LIMIT
-        shares.append(last_before)
+        held = {r[3] for r in mine if t_kill + 2.0 <= r[1] < t_restart}
+        assert len(held) == 1, f"{w}: local rate moved during the outage: {held}"
+        safe = held.pop()
+        assert 0 < safe < LIMIT
+        shares.append(safe)
         assert not any(r[4] for r in mine if t_kill + 3.0 <= r[1] < t_restart), f"{w} did not notice the outage"
         assert max(r[5] for r in mine) > 0, f"{w}: no failed round recorded"
         assert any(r[4] for r in mine if r[1] >= t_back + 1.5), f"{w}: not connected again after the restart"
-    assert abs(sum(shares) - LIMIT) <= 0.02 * LIMIT, f"the shares {shares} do not add up to the limit"
+    assert abs(sum(shares) - LIMIT) <= 0.02 * LIMIT, f"the safe rates {shares} do not add up to the limit"
     # reporting resumed, the same participants carrying on (not new ones)
     assert t_back - t_restart < 10.0
     for pid, p in after.items():

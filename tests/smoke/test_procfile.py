@@ -97,7 +97,9 @@ def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path):
         try:
             honcho.wait(45)
         except subprocess.TimeoutExpired:
+            alive = subprocess.run(["ps", "-o", "pid,etime,args", "-g", str(honcho.pid)], capture_output=True,
+                                   text=True).stdout
             os.killpg(honcho.pid, signal.SIGKILL)
             honcho.wait(10)
-            pytest.fail("honcho did not stop within 45 s of Ctrl-C")
+            pytest.fail(f"honcho did not stop within 45 s of Ctrl-C; still running:\n{alive}")
         wait_for(lambda: not group_alive(honcho.pid), 30, "every process of the Procfile to exit")

@@ -1,0 +1,289 @@
+"""This participant's share of shared limits: token pools filled by the control plane's grants.
+
+How it works and why
+--------------------
+A shared limit (tenant, namespace, topic, subscription, resource group) is handed out by the control plane in
+chunks of tokens (``limiter.grants``: never more than the limit in any window of its period, over every
+participant). Here each shared limiter's buckets are a *pool*: they refill by nothing but ``deposit``s of granted
+chunks, up to the limit per period. The hot path never waits on the network: a producer spends its pool locally
+and is paused, like any throttled producer, only when the pool is empty.
+
+The ``GrantKeeper`` thread keeps the pools filled (``run_once``, every ``POLL_S`` and whenever a limiter throttles
+a producer or a producer goes away):
+
+- a pool below half its chunk, or with a producer waiting, asks for a chunk (plus its debt, if the first send of a
+  task overdrew it); the control plane answers with what is free and the fair chunk for next time, or 0 and
+  ``retry_s`` -- the keeper asks that limit again no sooner;
+- a pool whose producers are gone (the task ended: its producers were garbage collected) or that admitted nothing
+  for ``IDLE_S`` (while none of its producers waited, on it or on another level) gives its unspent tokens back
+  at once, so the worker that gets the next task finds them.
+A steadily sending participant asks about four times a second per limit; a task's first send waits one round
+trip; the gap between two micro-batches is caught up, because the window counts grants, not time.
+
+While the control plane cannot be reached (``unreachable``): a pool spends what it holds for ``OUTAGE_SWITCH_S``
+(by then every other participant's pool has run dry too), then the limiter runs at the ``safe`` rate the
+control plane last answered (the limit divided by the participants that asked in its last window: a static
+split, so the limit is held and nobody who was sending stalls). A limiter that was never answered runs at the
+limit divided by the most participants any answer counted (at least two): a worker that starts during an
+outage does not wait for as long as the outage lasts. When the control plane answers again (``reachable``), the
+pools take over.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from limiter.policy import Rate
+from metrics.report import Grant, GrantAsk, GrantRequest, parse_limit_key
+
+__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
+           "DEFAULT_CHUNK_S"]
+
+log = logging.getLogger(__name__)
+
+NOTHING = 1e-6          # per second: a pool's own refill (a rate <= 0 would mean unlimited)
+IDLE_S = 0.5            # a pool that admitted nothing this long gives its tokens back
+POLL_S = 0.02
+OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the safe rate
+SAFE_BURST_S = 0.1      # the safe rate's bucket holds this many seconds of it
+DEFAULT_CHUNK_S = 0.25  # the first ask of a limit: this many seconds of the whole limit (the answer says more)
+HEADROOM = 1.0          # a pool that is not waiting asks for the rate it spends (waiting: everything)
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A shared limiter as the keeper sees it at one poll (``deposit`` adds granted tokens, negative takes)."""
+
+    key: str
+    limit: Rate                                    # the configured shared limit
+    producers: int                                 # producers (or dispatchers) bound to it now
+    waiting: bool                                  # a producer waits on it now
+    held_up: bool                                  # a producer bound to it waits on another level now
+    admitted: float                                # its admitted-messages counter (cumulative)
+    balance: tuple[float | None, float | None]     # (msgs, bytes) tokens held; None: dimension unlimited
+    deposit: Callable[[float, float], None]
+    eager: bool = False                            # spent whole at each read (dispatch): keep a chunk ahead
+
+
+class Grants:
+    """What the control plane answered for each limit, and whether it can be reached. Thread-safe reads."""
+
+    def __init__(self, now_s: Callable[[], float]):
+        self._now_s = now_s
+        self._last: dict[str, Grant] = {}
+        self._retry_at: dict[str, float] = {}
+        self._outage_since: float | None = None
+        self._most_holders = 0
+
+    def mode(self, key: str, limit: Rate) -> tuple[Rate, tuple[float, float] | None]:
+        """The local limiter's (rate, pool capacity) now: a pool (capacity = the limit per period), or the safe
+        rate (no pool) once the control plane has been unreachable for ``OUTAGE_SWITCH_S``."""
+        since, last = self._outage_since, self._last.get(key)
+        if since is not None and self._now_s() - since >= OUTAGE_SWITCH_S:
+            if last is not None:
+                return Rate(_safe(limit.msgs_limited, last.safe_msgs_per_s),
+                            _safe(limit.bytes_limited, last.safe_bytes_per_s), 1), None
+            # never answered for this limit: a static split by the most participants any answer counted (at
+            # least two) -- a new worker must not wait for as long as the outage lasts
+            split = max(2, self._most_holders)
+            return Rate(limit.msgs_per_s() / split if limit.msgs_limited else -1,
+                        limit.bytes_per_s() / split if limit.bytes_limited else -1, 1), None
+        pool = Rate(NOTHING if limit.msgs_limited else -1, NOTHING if limit.bytes_limited else -1, 1)
+        return pool, (limit.msgs if limit.msgs_limited else 0.0, limit.bytes if limit.bytes_limited else 0.0)
+
+    def fair(self, key: str) -> tuple[float, float] | None:
+        """The fair rates (msgs, bytes per second) the control plane last answered for ``key``, or None."""
+        last = self._last.get(key)
+        return None if last is None else (last.fair_msgs_per_s, last.fair_bytes_per_s)
+
+    def chunk(self, key: str, limit: Rate) -> tuple[float, float]:
+        last = self._last.get(key)
+        if last is not None and last.chunk_msgs >= 0:
+            return last.chunk_msgs, last.chunk_bytes
+        return (limit.msgs * min(1.0, DEFAULT_CHUNK_S / limit.period_s) if limit.msgs_limited else 0.0,
+                limit.bytes * min(1.0, DEFAULT_CHUNK_S / limit.period_s) if limit.bytes_limited else 0.0)
+
+    def due(self, key: str, now: float) -> bool:
+        return now >= self._retry_at.get(key, -math.inf)
+
+    def ask(self, key: str, wants: tuple[float, float], returns: tuple[float, float] = (0.0, 0.0),
+            rate: tuple[float, float] = (0.0, 0.0)) -> GrantAsk:
+        level, direction, name = parse_limit_key(key)
+        last = self._last.get(key)
+        return GrantAsk(level=level, name=name, direction=direction,
+                        wants_msgs=_tokens(wants[0]), wants_bytes=_tokens(wants[1]),
+                        rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
+                        returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
+                        safe_msgs_per_s=max(0.0, last.safe_msgs_per_s) if last else 0.0,
+                        safe_bytes_per_s=max(0.0, last.safe_bytes_per_s) if last else 0.0)
+
+    def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
+        self._last[grant.key] = grant
+        self._most_holders = max(self._most_holders, grant.holders)
+        short = ((ask.wants_msgs > 0 and 0 <= grant.msgs < ask.wants_msgs)
+                 or (ask.wants_bytes > 0 and 0 <= grant.bytes < ask.wants_bytes))
+        self._retry_at[grant.key] = now + max(grant.retry_s, POLL_S) if short else now
+
+    @property
+    def outage_since(self) -> float | None:
+        return self._outage_since
+
+    def unreachable(self) -> None:
+        if self._outage_since is None:
+            self._outage_since = self._now_s()
+
+    def reachable(self) -> None:
+        self._outage_since = None
+
+    def forget(self, keep: set[str]) -> None:
+        for key in [k for k in self._last if k not in keep]:
+            self._last.pop(key, None)
+            self._retry_at.pop(key, None)
+
+
+def _safe(limited: bool, per_s: float) -> float:
+    return max(per_s, NOTHING) if limited else -1.0
+
+
+def _tokens(v: float | None) -> float:
+    return v if v is not None and math.isfinite(v) and v > 0 else 0.0
+
+
+class GrantKeeper:
+    """Keeps the pools filled and gives back what idle ones hold (see the module essay)."""
+
+    def __init__(self, participant_id: str, grants: Grants, pools: Callable[[], list[Pool]],
+                 send: Callable[[GrantRequest], list[Grant]], refresh: Callable[[], None],
+                 now_s: Callable[[], float], poll_s: float = POLL_S, idle_s: float = IDLE_S):
+        self.me, self.grants = participant_id, grants
+        self._pools, self._send, self._refresh, self._now_s = pools, send, refresh, now_s
+        self.poll_s, self.idle_s = poll_s, idle_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._moved: dict[str, tuple[float, float]] = {}   # key -> (admitted counter, when it last moved)
+        self._pace: dict[str, tuple[float, float, float]] = {}   # key -> (counter, at, msgs/s spent: an EWMA)
+        self._lock = threading.Lock()   # one round at a time: the keeper's thread, or a new producer's
+        self.asks = 0
+        self.returns = 0
+        self.failures = 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="throttlescope-grants", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001 - a bug must not kill the keeper; the limits stay as they are
+                log.debug("throttlescope: grant keeper round failed", exc_info=True)
+
+    def run_once(self) -> int:
+        """One look at every pool; sends the asks and returns due. Returns how many asks went out. Also called
+        by a new producer's thread, so that its first send finds its pools filled (one round trip)."""
+        with self._lock:
+            return self._round()
+
+    def _round(self) -> int:
+        now = self._now_s()
+        if self.grants.outage_since is not None:
+            self._refresh()   # the outage rules move with time; retrying is the reporter's, with its backoff
+            return 0
+        asks: list[tuple[GrantAsk, Pool]] = []
+        seen = set()
+        for pool in self._pools():
+            seen.add(pool.key)
+            moved_at = self._moved_at(pool.key, pool.admitted, now)
+            held = tuple(max(0.0, b or 0.0) for b in pool.balance)
+            idle = not pool.waiting and not pool.held_up and now - moved_at >= self.idle_s
+            if pool.producers == 0 or idle:
+                if held[0] > 0 or held[1] > 0:
+                    pool.deposit(-held[0], -held[1])
+                    asks.append((self.grants.ask(pool.key, (0.0, 0.0), (held[0], held[1])), pool))
+                continue
+            if not self.grants.due(pool.key, now):
+                continue
+            fair = self.grants.chunk(pool.key, pool.limit)
+            spent_per_s = self._spent_per_s(pool.key, pool.admitted, now)
+            # a pool spent whole at each read (dispatch) that is empty is hungry: its reads shrank to what it had
+            hungry = pool.waiting or (pool.eager and any(b is not None and b <= 0 for b in pool.balance))
+            wants = [0.0, 0.0]
+            for i, b in enumerate(pool.balance):
+                if b is None:
+                    continue
+                # waiting: a fair chunk (the control plane caps it); else what the pool spends in a chunk's time
+                # (a participant sending little holds little), asked for when half of it is left
+                own = fair[i] if spent_per_s is None or i == 1 else min(fair[i], spent_per_s * DEFAULT_CHUNK_S)
+                if hungry or b < (own if pool.eager else own / 2):
+                    wants[i] = (fair[i] if hungry else own) - min(b, 0.0) - max(b, 0.0) * (not hungry)
+            if wants[0] > 0 or wants[1] > 0:
+                # how fast it wants to spend: everything while a producer waits, else what it spends, plus room
+                limit = pool.limit
+                whole = (limit.msgs_per_s() if limit.msgs_limited else 0.0,
+                         limit.bytes_per_s() if limit.bytes_limited else 0.0)
+                rate = whole if hungry or spent_per_s is None else (
+                    min(whole[0], HEADROOM * spent_per_s), whole[1])
+                asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate), pool))
+        for key in [k for k in self._moved if k not in seen]:
+            del self._moved[key]
+            self._pace.pop(key, None)
+        self.grants.forget(seen)
+        if not asks:
+            return 0
+        try:
+            answers = self._send(GrantRequest(participant_id=self.me, asks=[a for a, _ in asks]))
+        except Exception as e:  # noqa: BLE001 - any failure: the outage rules apply; the reporter retries
+            self.failures += 1
+            self.grants.unreachable()
+            log.debug("throttlescope: grant ask failed: %s", e)
+            self._refresh()
+            return 0
+        for (ask, pool), grant in zip(asks, answers, strict=False):
+            self.grants.record(ask, grant, now)
+            if grant.msgs > 0 or grant.bytes > 0:
+                pool.deposit(max(0.0, grant.msgs), max(0.0, grant.bytes))
+            if ask.wants_msgs > 0 or ask.wants_bytes > 0:
+                self.asks += 1
+            else:
+                self.returns += 1
+        return len(asks)
+
+    def _spent_per_s(self, key: str, admitted: float, now: float) -> float | None:
+        """Messages per second the pool spends (an average over about a second), None until measured."""
+        last = self._pace.get(key)
+        if last is None:
+            self._pace[key] = (admitted, now, -1.0)
+            return None
+        counter, at, rate = last
+        if now - at < 0.1:
+            return None if rate < 0 else rate
+        sample = max(0.0, admitted - counter) / (now - at)
+        rate = sample if rate < 0 else 0.7 * rate + 0.3 * sample
+        self._pace[key] = (admitted, now, rate)
+        return rate
+
+    def _moved_at(self, key: str, admitted: float, now: float) -> float:
+        last = self._moved.get(key)
+        if last is None or admitted != last[0]:
+            self._moved[key] = (admitted, now)
+            return now
+        return last[1]

@@ -1,0 +1,177 @@
+"""The control plane's grants: every shared limit's ``limiter.grants.GrantWindow``s, and what they answer.
+
+How it works and why
+--------------------
+For each shared limit a participant asks about (``limit_key(level, direction, name)``) the book keeps two grant
+windows, messages and bytes. The limit is read from the current policies through ``metrics.policyview`` -- the
+reading participants use for their own limiters -- so a live change is in the very next answer: a cut holds
+as soon as the last window's grants have slid out (one period), a raise is there at once. The window is the
+limit's period (``ratePeriodInSecond``; resource groups: 1 s), its capacity the limit per period. A limit that
+is not set, or not shared, answers -1 (unlimited).
+
+The fair chunk of one ask is ``limit * chunk_s / askers``, where ``askers`` counts the participants that asked
+in the window and ``chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)`` (with the ``proportional`` strategy,
+Pulsar's, ``limit * chunk_s`` times the asker's fraction of what was granted in the window instead): each asker gets a quarter-second's worth of
+its fair share per ask, so a participant sending steadily asks about 4 times a second, and however many
+participants share a limit, its asks stay near ``MAX_ASKS_PER_S``.
+
+``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
+the participants that asked in the last window (a static split: the limit is held while nobody can re-divide
+it).
+
+Learning mode: a restarted control plane's windows are empty, while the participants out there still spend
+the old process's grants or their fallback rates. If the marker file (``grants.alive`` in the data directory,
+touched while anyone asks) is younger than ``learning_s`` at start-up, the book answers in learning mode for
+``learning_s``: per window, a participant gets no more than the fallback rate it reports (``safe_*``), so the
+total stays within the limit until everyone has been heard from. ``learning_s`` covers the participants' longest
+retry backoff (10 intervals, at most 30 s) plus two intervals. A fresh data directory starts without learning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from limiter.grants import GrantWindow
+from limiter.policy import Level
+from metrics.policyview import PolicyView
+from metrics.report import Grant, GrantAsk, PolicySet, limit_key
+
+__all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "learning_s_for"]
+
+CHUNK_S = 0.25
+RETRY_MIN_S = 0.02
+MAX_ASKS_PER_S = 100.0
+MARKER = "grants.alive"
+
+
+def learning_s_for(interval_s: float) -> float:
+    """How long a restarted control plane re-learns: the participants' longest backoff plus two intervals."""
+    return min(30.0, max(1.0, 10 * interval_s)) + 2 * interval_s
+
+
+class _Limit:
+    __slots__ = ("msgs", "bytes")
+
+    def __init__(self, window_s: float):
+        self.msgs = GrantWindow(window_s)
+        self.bytes = GrantWindow(window_s)
+
+
+class GrantBook:
+    """Every grant the control plane made in the last window of each shared limit (see the module essay).
+    Thread-safe."""
+
+    def __init__(self, interval_s: float, data_dir: Path | None = None, *,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 learning_s: float | None = None):
+        self.interval_s = interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._limits: dict[str, _Limit] = {}
+        self._view: PolicyView | None = None
+        self._marker = None if data_dir is None else Path(data_dir) / MARKER
+        self._touched_at = -math.inf
+        learning = learning_s_for(interval_s) if learning_s is None else learning_s
+        self.learning_until = -math.inf
+        if self._marker is not None and learning > 0:
+            try:
+                age = wall() - self._marker.stat().st_mtime
+            except OSError:
+                age = math.inf
+            if age < learning:
+                self.learning_until = clock() + learning
+
+    @property
+    def learning(self) -> bool:
+        return self._clock() < self.learning_until
+
+    def _policy_view(self, policies: PolicySet) -> PolicyView:
+        view = self._view
+        if view is None or view.version != policies.version:
+            view = self._view = PolicyView(policies)
+        return view
+
+    def answer(self, participant_id: str, asks: Iterable[GrantAsk], policies: PolicySet) -> list[Grant]:
+        """One grant per ask, in order."""
+        view = self._policy_view(policies)
+        now = self._clock()
+        learning = now < self.learning_until
+        out = []
+        with self._lock:
+            for ask in asks:
+                key = limit_key(ask.level, ask.direction, ask.name)
+                limit = view.limit(Level(ask.level), ask.direction, ask.name)
+                rate = limit.rate
+                if not limit.shared or rate.is_unlimited:
+                    self._limits.pop(key, None)
+                    out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction))
+                    continue
+                windows = self._limits.get(key)
+                if windows is None or windows.msgs.window_s != rate.period_s:
+                    windows = self._limits[key] = _Limit(rate.period_s)
+                proportional = limit.strategy.value == "proportional"
+                m = _one(windows.msgs, participant_id, rate.msgs if rate.msgs_limited else -1, rate.period_s,
+                         ask.wants_msgs, ask.rate_msgs_per_s, ask.returns_msgs, ask.safe_msgs_per_s, now, learning,
+                         proportional)
+                b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s,
+                         ask.wants_bytes, ask.rate_bytes_per_s, ask.returns_bytes, ask.safe_bytes_per_s, now,
+                         learning, proportional)
+                out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction,
+                                 msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3]),
+                                 bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
+                                 fair_bytes_per_s=b[4],
+                                 holders=max(windows.msgs.askers(now), windows.bytes.askers(now))))
+        self._touch(now)
+        return out
+
+    def _touch(self, now: float) -> None:
+        if self._marker is None or now - self._touched_at < self.interval_s or not self._limits:
+            return
+        self._touched_at = now
+        # (a clean stop keeps it too: the participants go on spending their grants and fallback rates after it)
+        with contextlib.suppress(OSError):   # a read-only data directory costs the learning mode, nothing else
+            self._marker.touch()
+
+    def view(self) -> dict[str, Any]:
+        """Per shared limit: tokens granted in the last window and how many participants asked."""
+        now = self._clock()
+        with self._lock:
+            limits = {key: {"grantedMsgs": w.msgs.granted(now), "grantedBytes": w.bytes.granted(now),
+                            "askers": max(w.msgs.askers(now), w.bytes.askers(now)), "windowSeconds": w.msgs.window_s}
+                      for key, w in sorted(self._limits.items())}
+        return {"learning": now < self.learning_until, "limits": limits}
+
+
+def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, wants: float, rate_per_s: float,
+         returns: float, safe_was_per_s: float, now: float, learning: bool,
+         proportional: bool) -> tuple[float, float, float, float, float]:
+    """(granted, fair chunk, safe rate per second, retry_s, fair rate per second) for one dimension; -1s when it
+    is unlimited."""
+    if capacity <= 0:
+        return -1.0, -1.0, -1.0, 0.0, -1.0
+    if returns > 0:
+        window.give_back(holder, returns, now)
+    if wants <= 0:
+        return 0.0, 0.0, capacity / period_s / max(1, window.askers(now)), 0.0, 0.0
+    askers = max(1, window.askers(now) + (not window.asked(holder)))
+    chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)
+    share = 1 / askers
+    total = window.granted(now)
+    if proportional and total > 0:   # Pulsar's: everyone keeps its fraction of what was granted in the window
+        rate_per_s = min(rate_per_s, capacity / period_s * max(window.granted_to(holder, now) / total, 1 / capacity))
+        share = rate_per_s * period_s / capacity
+    chunk = capacity * min(1.0, chunk_s / period_s) * share
+    cap = safe_was_per_s * period_s if learning else None
+    granted = window.grant(holder, wants, capacity, now, fair_chunk=chunk, rate_per_s=rate_per_s or None,
+                           learning_cap=cap)
+    askers = max(1, window.askers(now))
+    # short of the want: ask again soon (the buckets refill continuously, and what others give back is free at
+    # once), but the asks of one limit stay near MAX_ASKS_PER_S however many wait
+    retry = max(RETRY_MIN_S, askers / MAX_ASKS_PER_S) if granted < wants else 0.0
+    return granted, chunk, capacity / period_s / askers, retry, window.fair_rate(holder, capacity / period_s, now)

@@ -1,0 +1,216 @@
+"""Token grants: one shared limit handed out in small chunks, never more than the limit in any window.
+
+How it works and why
+--------------------
+A shared limit (a tenant, a topic spanning many Spark workers, a resource group) is enforced by local token
+buckets, one per participant, so the hot path never waits on the network. The question is how the tokens get
+into them. Spark moves demand from one Python worker to another at every micro-batch and every task, and leaves
+gaps between micro-batches: a rate split between participants strands quota on the worker that just went idle,
+and a gap is lost for good (a rate cannot spend the second that passed idle). A central exact limiter (a moving
+window on Redis) does neither, at one network round trip per acquire.
+
+``GrantWindow`` gives the moving window's guarantee to *grants* instead of acquires:
+
+    the tokens granted in any window of ``window_s`` (the limit's period) never add up to more than the limit.
+
+A participant asks for a chunk when its local bucket runs low, saying how fast it wants to spend
+(``rate_per_s``), and gets ``grant(...)``: at most what it ``wants`` and its ``fair_chunk``, and no more than
+three buckets hold:
+
+- the window: what is left of the limit in the last ``window_s`` (the hard bound above);
+- the holder's own bucket: refills at its max-min fair share of the limit by the rates the askers want
+  (``fair_rate``: raise a water level until the limit is shared out; who wants less gets what it wants, the others
+  the same larger share; spare is split in ``n + 1`` parts, one kept free for a newcomer) and holds ``burst_s`` of
+  it -- so grants flow smoothly at the fair rates, which add up to the limit, and a gap is caught up by at most
+  ``burst_s``. It does not refill while the window is spent, or what the window held back would come out as a
+  burst when it slides, and echo every window.
+
+Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
+and the window credits it to its newest grants, so the next worker to get work finds it.
+
+Worked example, limit 1,000 per 1-s window, ``burst_s`` 0.5. Worker A starts a micro-batch wanting 1,000/s, alone:
+its fair rate is 1,000/s, and its first asks drain its bucket's 500 at once (catching up the gap before the
+batch), then it gets 1,000/s. Worker B joins wanting 1,000/s too: both fair rates become 500/s, and each own bucket
+paces its holder to that. A's task ends with 120 tokens unspent: it gives them back, B's fair rate becomes
+1,000/s and the 120 are free at once. A micro-batch stream with 0.3-s gaps thus still gets its 1,000 each second
+(the gap is caught up from the buckets), and no window ever holds more than 1,000 granted.
+
+Consistency: consumption follows grants by at most the time a chunk lasts, so any 1-s window of consumption holds
+at most the limit plus the chunks outstanding at its start -- small, because chunks are a fraction of the
+holder's rate and idle participants give theirs back.
+
+``learning_cap``: after a control-plane restart the table knows nothing of the tokens the participants are
+spending on the old process's grants or their fallback rates; until everyone has been heard from, a holder gets
+no more per window than the fallback rate it reports (see ``controlplane.grants``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Hashable
+
+__all__ = ["GrantWindow", "DEFAULT_BURST_S"]
+
+DEFAULT_BURST_S = 0.5
+LEVEL_REFRESH_S = 0.05
+
+
+def _water_level(capacity: float, wants: list[float]) -> tuple[float, float]:
+    """(level, spare per part) of max-min fair sharing of ``capacity`` by sorted ``wants``."""
+    n, total = len(wants), math.fsum(wants)
+    if total <= capacity:
+        return math.inf, (capacity - total) / (n + 1)
+    left = capacity
+    for k, w in enumerate(wants):
+        if w * (n - k) >= left:
+            return left / (n - k), 0.0
+        left -= w
+    return wants[-1], 0.0
+
+
+def _amount(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value < 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+class GrantWindow:
+    """The grants of one dimension of one shared limit (see the module essay). Not thread-safe: the caller
+    serialises (the control plane answers on its event loop)."""
+
+    def __init__(self, window_s: float = 1.0, burst_s: float = DEFAULT_BURST_S):
+        if not (isinstance(window_s, int | float) and math.isfinite(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be a finite number of seconds > 0, got {window_s!r}")
+        if not (isinstance(burst_s, int | float) and math.isfinite(burst_s) and 0 < burst_s <= window_s):
+            raise ValueError(f"burst_s must be a number of seconds > 0 and <= window_s, got {burst_s!r}")
+        self.window_s, self.burst_s = float(window_s), float(burst_s)
+        self._spent_until = -math.inf            # the window is spent until then
+        self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
+        self._total = 0.0
+        self._per: dict[Hashable, float] = {}     # holder -> granted to it in the window
+        self._askers: dict[Hashable, float] = {}  # holder -> when it last asked
+        self._wants_per_s: dict[Hashable, float] = {}          # holder -> how fast it wants to spend
+        self._own: dict[Hashable, tuple[float, float]] = {}    # holder -> (its bucket's tokens, when)
+        self._level: tuple[float, float, float] | None = None  # (rate, water level, spare per part)
+        self._level_at = -math.inf
+
+    def _slide(self, now_s: float) -> None:
+        horizon = now_s - self.window_s
+        log = self._log
+        while log and log[0][0] <= horizon:
+            _, holder, amount = log.popleft()
+            self._total -= amount
+            left = self._per.get(holder, 0.0) - amount   # (a holder's credited entries may outlive its total)
+            if left <= 1e-9:
+                self._per.pop(holder, None)
+            else:
+                self._per[holder] = left
+        if not log:
+            self._total = 0.0   # no float dust left behind
+            self._per.clear()
+        for holder in [h for h, t in self._askers.items() if t <= horizon]:
+            del self._askers[holder]
+            self._wants_per_s.pop(holder, None)
+            self._own.pop(holder, None)
+            self._level = None
+
+    def granted(self, now_s: float) -> float:
+        """Tokens granted in the window ending now."""
+        self._slide(now_s)
+        return max(0.0, self._total)
+
+    def granted_to(self, holder: Hashable, now_s: float, within_s: float | None = None) -> float:
+        """Tokens granted to ``holder`` in the window (or in its last ``within_s`` seconds)."""
+        self._slide(now_s)
+        if within_s is None:
+            return self._per.get(holder, 0.0)
+        return math.fsum(e[2] for e in self._log if e[1] == holder and e[0] > now_s - within_s)
+
+    def asked(self, holder: Hashable) -> bool:
+        """Whether ``holder`` asked in the window (as of the last slide)."""
+        return holder in self._askers
+
+    def askers(self, now_s: float) -> int:
+        """How many holders asked in the window ending now."""
+        self._slide(now_s)
+        return len(self._askers)
+
+    def grant(self, holder: Hashable, wants: float, capacity: float, now_s: float, *, fair_chunk: float,
+              rate_per_s: float | None = None, learning_cap: float | None = None) -> float:
+        """Grant ``holder`` up to ``wants`` tokens now (see the module essay); returns the amount.
+        ``rate_per_s``: how fast the holder wants to spend (its share is max-min fair by these)."""
+        wants = _amount("wants", wants)
+        _amount("capacity", capacity)
+        self._slide(now_s)
+        self._askers[holder] = now_s
+        rate = capacity / self.window_s
+        if rate_per_s is not None:
+            self._wants_per_s[holder] = _amount("rate_per_s", rate_per_s)
+            self._level = None
+        # the holder's own bucket: refills at its fair rate (max-min by what every asker wants per second) and
+        # holds ``burst_s`` of it; it does not refill while the window was spent (what the window held back must
+        # not come out as a burst when it slides, which would echo the burst every window)
+        fair_per_s = self.fair_rate(holder, rate, now_s)
+        own_most = fair_per_s * self.burst_s
+        held = self._own.get(holder)
+        if held is None:
+            own = own_most
+        else:
+            since = max(held[1], self._spent_until)
+            own = min(own_most, held[0] + max(0.0, now_s - since) * fair_per_s)
+        amount = min(wants, own, capacity - self._total, _amount("fair_chunk", fair_chunk))
+        if learning_cap is not None:
+            amount = min(amount, learning_cap - self.granted_to(holder, now_s))
+        amount = max(0.0, amount)
+        self._own[holder] = (own - amount, now_s)
+        if capacity - self._total - amount <= 1e-9:
+            self._spent_until = now_s + self.retry_s(capacity, now_s, pending=amount)
+        if amount <= 0:
+            return 0.0
+        self._log.append([now_s, holder, amount])
+        self._total += amount
+        self._per[holder] = self._per.get(holder, 0.0) + amount
+        return amount
+
+    def fair_rate(self, holder: Hashable, rate_per_s: float, now_s: float) -> float:
+        """``holder``'s max-min fair share of ``rate_per_s`` by the askers' wanted rates (one who never said
+        wants the whole rate), with any spare shared out in ``n + 1`` parts (one kept for a newcomer)."""
+        if self._level is None or self._level[0] != rate_per_s or now_s - self._level_at > LEVEL_REFRESH_S:
+            wants = sorted(self._wants_per_s.get(h, rate_per_s) for h in self._askers)
+            self._level, self._level_at = (rate_per_s, *_water_level(rate_per_s, wants)), now_s
+        _, level, bonus = self._level
+        return min(self._wants_per_s.get(holder, rate_per_s), level) + bonus
+
+    def give_back(self, holder: Hashable, amount: float, now_s: float) -> float:
+        """Credit ``amount`` unspent tokens back to ``holder``'s newest grants in the window; returns how many
+        were credited (never more than it was granted in the window)."""
+        left = _amount("amount", amount)
+        self._slide(now_s)
+        for entry in reversed(self._log):
+            if left <= 0:
+                break
+            if entry[1] == holder and entry[2] > 0:
+                take = min(entry[2], left)
+                entry[2] -= take
+                self._total -= take
+                self._per[holder] = self._per.get(holder, 0.0) - take
+                left -= take
+        self._askers.pop(holder, None)
+        self._wants_per_s.pop(holder, None)
+        self._own.pop(holder, None)
+        self._level = None
+        return amount - left
+
+    def retry_s(self, capacity: float, now_s: float, pending: float = 0.0) -> float:
+        """Seconds until some of the window is free again (0 if some is now); ``pending``: a grant about to be
+        added."""
+        self._slide(now_s)
+        if self._total + pending < capacity:
+            return 0.0
+        excess = self._total + pending - capacity
+        for t, _, amount in self._log:   # free once grants worth more than the excess have slid out
+            excess -= amount
+            if excess < 0:
+                return max(0.0, t + self.window_s - now_s)
+        return self.window_s

@@ -1,0 +1,157 @@
+"""What the policies configure at each (level, direction, name): one reading of a ``PolicySet``.
+
+==============  ==================================================================================  ========
+level           configured limit                                                                    shared?
+==============  ==================================================================================  ========
+broker          broker settings ``brokerPublishThrottlingMax*Rate`` / ``dispatchThrottlingRateIn*``  no
+resource_group  the group's ``publishRateIn*`` / ``dispatchRateIn*`` (per second)                    yes
+tenant          the tenant aggregate ``publishRate`` / ``dispatchRate`` (throttlescope extension)    yes
+namespace       none: a namespace policy is the default *per topic* (Pulsar), not a total            --
+topic           by precedence: topic policy > namespace policy > broker default per topic           yes
+subscription    by precedence: topic's > namespace's ``subscriptionDispatchRate`` > broker default   yes
+==============  ==================================================================================  ========
+
+(the precedence is ``limiter.policy.resolve``; a resource group applies to a topic through its namespace, else
+its tenant.) Participants read it to set their local limiters; the control plane reads it to know the capacity
+of every shared limit it leases (``controlplane.leases``), so both sides agree by construction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from limiter.levels import split_topic
+from limiter.mutation import MutationQuotaConfig
+from limiter.policy import Level, PolicyError, Rate, resolve
+from limiter.quota import Strategy
+
+from .report import PolicySet, to_rate
+
+__all__ = ["PolicyView", "Limit", "PUBLISH", "DISPATCH", "SHARED_LEVELS", "UNLIMITED_MUTATIONS_PER_S"]
+
+log = logging.getLogger(__name__)
+
+PUBLISH, DISPATCH = "publish", "dispatch"
+SHARED_LEVELS = frozenset({Level.RESOURCE_GROUP, Level.TENANT, Level.NAMESPACE, Level.TOPIC, Level.SUBSCRIPTION})
+UNLIMITED_MUTATIONS_PER_S = 1e12
+_UNLIMITED = Rate.unlimited()
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """What the policies configure at one (level, direction, name)."""
+
+    rate: Rate
+    shared: bool
+    strategy: Strategy = Strategy.FAIR
+    source: str | None = None  # where it came from: 'topic', 'namespace', 'broker', 'resource_group', ...
+
+
+_NO_LIMIT = Limit(_UNLIMITED, False)
+
+
+class PolicyView:
+    """Lookups over one ``PolicySet`` (immutable once built)."""
+
+    def __init__(self, ps: PolicySet):
+        self.ps = ps
+        self.version = ps.version
+        self.settings = ps.brokerSettings
+        self.default_strategy = Strategy.parse(ps.quota_strategy())
+        self._warned: set[tuple] = set()
+
+    def _setting(self, name: str, default: float = -1) -> float:
+        value = self.settings.get(name, default)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+    def _flag(self, name: str, default: bool) -> bool:
+        value = self.settings.get(name, default)
+        return value if isinstance(value, bool) else default
+
+    def _broker_rate(self, msgs: str, bytes_: str) -> Rate:
+        return Rate(self._setting(msgs), self._setting(bytes_), 1)
+
+    def resource_group_of(self, topic: str) -> str | None:
+        tenant, namespace, _ = split_topic(topic)
+        return self.ps.namespaceResourceGroups.get(namespace) or self.ps.tenantResourceGroups.get(tenant)
+
+    def attachments(self) -> dict[tuple[Level, str], str]:
+        out = {(Level.TENANT, t): g for t, g in self.ps.tenantResourceGroups.items()}
+        out.update({(Level.NAMESPACE, n): g for n, g in self.ps.namespaceResourceGroups.items()})
+        return out
+
+    def limit(self, level: Level, direction: str, name: str) -> Limit:
+        try:
+            return self._limit(Level(level), direction, name)
+        except (PolicyError, ValueError) as e:  # a lenient answer with a value we cannot use: no limit
+            if (level, direction, name) not in self._warned:
+                self._warned.add((level, direction, name))
+                log.warning("cannot use the %s %s limit of %r from policy version %s: %s", level, direction, name,
+                            self.version, e)
+            return _NO_LIMIT
+
+    def _limit(self, level: Level, direction: str, name: str) -> Limit:
+        publish = direction == PUBLISH
+        if level is Level.BROKER:
+            rate = (self._broker_rate("brokerPublishThrottlingMaxMessageRate", "brokerPublishThrottlingMaxByteRate")
+                    if publish else self._broker_rate("dispatchThrottlingRateInMsg", "dispatchThrottlingRateInByte"))
+            return Limit(rate, False, source="broker")
+        if level is Level.RESOURCE_GROUP:
+            rg = self.ps.resourceGroups.get(name)
+            if rg is None:
+                return Limit(_UNLIMITED, True)
+            rate = (Rate(rg.publishRateInMsgs, rg.publishRateInBytes, 1) if publish
+                    else Rate(rg.dispatchRateInMsgs, rg.dispatchRateInBytes, 1))
+            return Limit(rate, True, Strategy.parse(self.ps.quota_strategy(name)), "resource_group")
+        if level is Level.TENANT:
+            tp = self.ps.tenants.get(name)
+            rate = to_rate(getattr(tp, "publishRate" if publish else "dispatchRate", None)) if tp else None
+            return Limit(rate or _UNLIMITED, True, self.default_strategy, "tenant" if rate else None)
+        if level is Level.NAMESPACE:
+            return Limit(_UNLIMITED, True, self.default_strategy)
+        if level is Level.TOPIC:
+            _, namespace, topic = split_topic(name)
+            policy = "publishRate" if publish else "dispatchRate"
+            default = (self._broker_rate("maxPublishRatePerTopicInMessages", "maxPublishRatePerTopicInBytes")
+                       if publish else self._broker_rate("dispatchThrottlingRatePerTopicInMsg",
+                                                         "dispatchThrottlingRatePerTopicInByte"))
+            return self._resolved(topic, namespace, policy, default)
+        if level is Level.SUBSCRIPTION:
+            if publish:
+                return Limit(_UNLIMITED, True, self.default_strategy)
+            _, namespace, topic = split_topic("/".join(name.split("/", 3)[:3]))   # t/ns/topic/subscription
+            default = self._broker_rate("dispatchThrottlingRatePerSubscriptionInMsg",
+                                        "dispatchThrottlingRatePerSubscriptionInByte")
+            return self._resolved(topic, namespace, "subscriptionDispatchRate", default)
+        return _NO_LIMIT
+
+    def _resolved(self, topic: str, namespace: str, policy: str, default: Rate) -> Limit:
+        tp, np_ = self.ps.topics.get(topic), self.ps.namespaces.get(namespace)
+        rate, source = resolve((Level.TOPIC, to_rate(getattr(tp, policy, None)) if tp else None),
+                               (Level.NAMESPACE, to_rate(getattr(np_, policy, None)) if np_ else None),
+                               (Level.BROKER, None if default.is_unlimited else default))
+        return Limit(rate, True, self.default_strategy, None if source is None else source.value)
+
+    # --- per-participant settings -------------------------------------------------------------------------
+
+    def offload_bytes_per_s(self) -> float:
+        return float(self._setting("managedLedgerOffloadBrokerFlowPermitsPerSecond"))
+
+    def dispatch_options(self) -> dict[str, bool]:
+        precise = self._flag("preciseDispatcherFlowControl", False)
+        batches = self._flag("dispatchThrottlingOnBatchMessageEnabled", False)
+        return {"precise_dispatcher_flow_control": precise and not batches,
+                "dispatch_throttling_on_batch_message": batches,
+                "dispatch_throttling_on_non_backlog_consumer": self._flag(
+                    "dispatchThrottlingOnNonBacklogConsumerEnabled", True)}
+
+    def mutation_configs(self) -> dict[tuple[str, str], MutationQuotaConfig]:
+        out = {}
+        for e in self.ps.mutationQuotas:
+            q = e.quotaPerSecond if e.quotaPerSecond > 0 else UNLIMITED_MUTATIONS_PER_S
+            try:
+                out[(e.user, e.clientId)] = MutationQuotaConfig(float(q), float(e.windowSeconds), e.samples, e.strict)
+            except ValueError as err:
+                log.warning("ignoring the mutation quota of (%r, %r): %s", e.user, e.clientId, err)
+        return out

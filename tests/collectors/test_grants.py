@@ -1,0 +1,100 @@
+"""collectors.grants on a ManualClock against the in-process control plane (the real GrantBook): pools filled by
+grants, tokens given back when a task ends, the outage rules."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from collectors.client import Unreachable
+from collectors.grants import OUTAGE_SWITCH_S
+from limiter import ManualClock
+from limiter.policy import Level, Rate
+from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "acme/web/clicks"
+LIMIT = policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": 1000}}})
+
+
+def world(clock: ManualClock, n: int = 2):
+    cp = InProcessControlPlane(LIMIT, interval_s=1.0, clock=clock.now_s)
+    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(n)]
+    for p in parts:
+        assert p.report_now()
+    return cp, parts
+
+
+def send(clock: ManualClock, parts: list, producers: list, seconds: float, batch: int = 100) -> list[tuple]:
+    """Every producer sends ``batch`` at a time as fast as its pool lets it; each participant's keeper runs every
+    10 ms. Returns (time, amount) of every admitted send."""
+    admitted, end = [], clock.now_s() + seconds
+    while clock.now_s() < end:
+        for p in parts:
+            p.grant_keeper.run_once()
+        for prod in producers:
+            if not prod.paused and prod.try_acquire(batch):
+                admitted.append((clock.now_s(), batch))
+        clock.advance(0.01)
+    return admitted
+
+
+def worst_window(admitted: list[tuple], width_s: float = 1.0) -> float:
+    return max(sum(n for t, n in admitted if s <= t < s + width_s) for s, _ in admitted)
+
+
+def test_a_new_producer_finds_its_pool_filled_before_its_first_send(clock: ManualClock) -> None:
+    cp, (p, _) = world(clock)
+    producer = p.producer(TOPIC)
+    topic = p.limits.limiter(Level.TOPIC, TOPIC)
+    assert topic.balance()[0] == pytest.approx(250, abs=1e-3)      # a quarter second of the limit, granted
+    assert [a.wants_msgs for r in cp.grant_requests for a in r.asks] == [pytest.approx(250, abs=1e-3)]
+    assert producer.try_acquire(100) and not producer.paused
+
+
+def test_two_workers_sending_at_once_share_the_limit_and_no_window_holds_more(clock: ManualClock) -> None:
+    _, parts = world(clock)
+    producers = [p.producer(TOPIC) for p in parts]
+    admitted = send(clock, parts, producers, 5.0)
+    total = sum(n for _, n in admitted)
+    assert 4800 <= total <= 5100                                       # the limit, used
+    assert worst_window(admitted) <= 1000 + 2 * 100                    # held: plus one send per worker
+    assert all(p.grant_keeper.asks >= 5 for p in parts)                # both were granted, several times
+
+
+def test_demand_that_hops_between_workers_uses_the_whole_limit(clock: ManualClock) -> None:
+    """Spark's pattern: a task on one worker, then the next task on the other, a gap between them. Tasks of 0.7 s
+    and gaps of 0.3 s: a rate split would admit at most 700/s; the moving window of grants, the whole 1000."""
+    _, parts = world(clock)
+    admitted = []
+    for k in range(6):
+        p = parts[k % 2]
+        producer = p.producer(TOPIC)
+        admitted += send(clock, parts, [producer], 0.7)
+        del producer
+        gc.collect()                                                   # the task's producer is gone
+        for q in parts:
+            q.grant_keeper.run_once()                                  # ... and its tokens go back at once
+        assert p.limits.limiter(Level.TOPIC, TOPIC).balance()[0] <= 1e-3
+        clock.advance(0.3)                                             # the gap between two micro-batches
+    span = admitted[-1][0] - admitted[0][0] + 0.01
+    assert sum(n for _, n in admitted) / span >= 0.9 * 1000            # the gaps are caught up, not lost
+    assert worst_window(admitted) <= 1000 + 100
+
+
+def test_an_unreachable_control_plane_spends_the_pool_then_runs_at_the_safe_rate(clock: ManualClock) -> None:
+    cp, (p, q) = world(clock)
+    producers = [p.producer(TOPIC), q.producer(TOPIC)]
+    send(clock, [p, q], producers, 2.0)
+    cp.fail = Unreachable("down")
+    assert not p.report_now() and not q.report_now()
+    topic = p.limits.limiter(Level.TOPIC, TOPIC)
+    assert topic.capacity is not None                                  # the pool first
+    clock.advance(OUTAGE_SWITCH_S)
+    p.grant_keeper.run_once()
+    assert topic.capacity is None and topic.rate == Rate(500)          # then the static split: 1000 / 2 workers
+    cp.fail = None
+    assert p.report_now()
+    assert topic.capacity == (1000, 0)                                 # back: the pool again

@@ -1,0 +1,109 @@
+"""limiter.grants.GrantWindow: never more than the capacity granted in any window; give-backs credited."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from limiter.grants import GrantWindow
+
+
+def test_the_worked_example_of_the_essay() -> None:
+    w = GrantWindow(1.0, burst_s=0.5)
+    got = [w.grant("A", 250, 1000, 0.0, fair_chunk=250, rate_per_s=1000) for _ in range(3)]
+    assert got == [250, 250, 0]                                        # the buckets' 500 at once (a gap caught up)
+    assert w.grant("A", 250, 1000, 0.1, fair_chunk=250, rate_per_s=1000) == pytest.approx(100)   # then 1,000/s
+    assert w.grant("B", 250, 1000, 0.4, fair_chunk=250, rate_per_s=1000) == pytest.approx(250)   # B joins
+    assert w.fair_rate("A", 1000, 0.4) == pytest.approx(500) and w.fair_rate("B", 1000, 0.4) == pytest.approx(500)
+    assert w.give_back("A", 120, 0.5) == 120                           # A's task ends
+    assert w.fair_rate("B", 1000, 0.5) == pytest.approx(1000)          # B alone: the whole limit
+    assert w.granted(0.5) == pytest.approx(730)
+
+
+def test_each_holder_is_paced_to_its_max_min_fair_rate() -> None:
+    w = GrantWindow(1.0, burst_s=0.5)
+    got = {"A": 0.0, "B": 0.0, "C": 0.0}
+    wants = {"A": 100, "B": 1000, "C": 1000}   # A wants 100/s: B and C split the other 900
+    for i in range(1, 1001):
+        t = i * 0.005
+        for h in got:
+            got[h] += w.grant(h, 10, 1000, t, fair_chunk=50, rate_per_s=wants[h])
+    rates = {h: g / 5.0 for h, g in got.items()}
+    assert rates["A"] <= 100 * 1.12                                     # what it wanted (+ its first burst)
+    assert rates["B"] == pytest.approx(rates["C"], rel=0.05)
+    assert sum(rates.values()) == pytest.approx(1000, rel=0.05)        # the limit, used
+
+
+def test_give_back_credits_only_what_the_holder_was_granted_in_the_window() -> None:
+    w = GrantWindow(1.0)
+    w.grant("A", 100, 1000, 0.0, fair_chunk=1000)
+    w.grant("B", 200, 1000, 0.1, fair_chunk=1000)
+    assert w.give_back("A", 500, 0.2) == 100
+    assert w.granted(0.2) == pytest.approx(200)
+    assert w.give_back("A", 50, 1.5) == 0   # its grants slid out of the window already
+
+
+def test_entries_credited_to_nothing_slide_out_cleanly() -> None:
+    w = GrantWindow(1.0)
+    w.grant("A", 50, 1000, 0.0, fair_chunk=50)
+    w.grant("A", 50, 1000, 0.1, fair_chunk=50)
+    assert w.give_back("A", 50, 0.2) == 50          # the newest entry is credited down to nothing
+    assert w.granted(1.05) == 0                       # the first slides out; then the empty one, without an error
+    assert w.granted(1.2) == 0 and w.grant("A", 10, 1000, 1.2, fair_chunk=50) == 10
+
+
+def test_a_capacity_cut_holds_once_the_window_slides() -> None:
+    w = GrantWindow(1.0)
+    for i in range(10):
+        w.grant("A", 100, 1000, 0.1 * i, fair_chunk=100)
+    assert w.granted(0.95) == pytest.approx(1000)
+    assert w.grant("A", 100, 300, 0.95, fair_chunk=100) == 0
+    assert w.retry_s(300, 0.95) == pytest.approx(0.75, abs=1e-9)   # down to 300 once 0.0..0.6 slid out
+    # then its own bucket (half a second of the new rate, held while the window was spent) and the new rate
+    assert w.grant("A", 100, 300, 1.75, fair_chunk=100) == pytest.approx(100)
+    assert w.grant("A", 100, 300, 1.76, fair_chunk=100) == 0          # the window: 0.8, 0.9 and 1.75 make 300
+    # once 0.8 slides out: the bucket's 50, plus its refill since the window stopped being spent (1.8)
+    assert w.grant("A", 100, 300, 1.95, fair_chunk=100) == pytest.approx(50 + 0.15 * 300)
+
+
+def test_learning_cap_limits_a_holder_per_window() -> None:
+    w = GrantWindow(1.0)
+    assert w.grant("A", 400, 1000, 0.0, fair_chunk=1000, learning_cap=300) == 300
+    assert w.grant("A", 400, 1000, 0.5, fair_chunk=1000, learning_cap=300) == 0
+    assert w.grant("A", 400, 1000, 1.01, fair_chunk=1000, learning_cap=300) == 300
+
+
+def test_askers_count_the_holders_of_the_last_window() -> None:
+    w = GrantWindow(1.0)
+    w.grant("A", 1, 10, 0.0, fair_chunk=1)
+    w.grant("B", 1, 10, 0.5, fair_chunk=1)
+    assert w.askers(0.9) == 2
+    assert w.askers(1.2) == 1
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), True, "1"])
+def test_bad_amounts_are_refused_with_what_is_allowed(bad: object) -> None:
+    w = GrantWindow(1.0)
+    with pytest.raises(ValueError, match=r"must be a number >= 0"):
+        w.grant("A", bad, 10, 0.0, fair_chunk=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"window_s must be a finite number of seconds > 0"):
+        GrantWindow(0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.floats(0, 400), st.floats(0, 0.2), st.floats(1, 2000)),
+                min_size=1, max_size=150),
+       st.sampled_from([0.5, 1.0, 2.0]), st.floats(100, 5000))
+def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: float, capacity: float) -> None:
+    """Whatever the asks, chunks and timing: the grants returned in any window add up to <= capacity (checked
+    from the returned amounts alone, not from the table's own bookkeeping)."""
+    w = GrantWindow(window_s)
+    now, granted = 0.0, []
+    for holder, amount, dt, chunk in steps:
+        now += dt
+        got = w.grant(holder, amount, capacity, now, fair_chunk=chunk, rate_per_s=amount * 4)
+        assert 0 <= got <= min(amount, chunk)
+        granted.append((now, got))
+        in_window = sum(g for t, g in granted if t > now - window_s)
+        assert in_window <= capacity * (1 + 1e-9)
