@@ -22,8 +22,10 @@ it).
 Learning mode: a restarted control plane's windows are empty, while the participants out there still spend
 the old process's grants or their fallback rates. If the marker file (``grants.alive`` in the data directory,
 touched while anyone asks) is younger than ``learning_s`` at start-up, the book answers in learning mode for
-``learning_s``: per window, a participant gets no more than the fallback rate it reports (``safe_*``), so the
-total stays within the limit until everyone has been heard from. ``learning_s`` covers the participants' longest
+``learning_s``: a participant is paced at no more than the fallback rate it reports (``safe_*``), without a first
+burst, and the fallback rate answered stays that, so the total stays within the limit until everyone has been
+heard from. One that reports none (a worker that started during the outage) gets the limit split between
+the participants heard so far and itself (at least two), as its own outage rule would. ``learning_s`` covers the participants' longest
 retry backoff (10 intervals, at most 30 s) plus two intervals. A fresh data directory starts without learning.
 """
 
@@ -157,8 +159,15 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, wan
         return -1.0, -1.0, -1.0, 0.0, -1.0
     if returns > 0:
         window.give_back(holder, returns, now)
+
+    def safe_per_s() -> float:
+        # while re-learning, not everyone has been heard from: the fallback rate a participant brought along
+        # stays its cap (answering the limit / the few heard so far would raise it with every answer)
+        split = capacity / period_s / max(1, window.askers(now))
+        return min(split, safe_was_per_s) if learning and safe_was_per_s > 0 else split
+
     if wants <= 0:
-        return 0.0, 0.0, capacity / period_s / max(1, window.askers(now)), 0.0, 0.0
+        return 0.0, 0.0, safe_per_s(), 0.0, 0.0
     askers = max(1, window.askers(now) + (not window.asked(holder)))
     chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)
     share = 1 / askers
@@ -167,11 +176,14 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, wan
         rate_per_s = min(rate_per_s, capacity / period_s * max(window.granted_to(holder, now) / total, 1 / capacity))
         share = rate_per_s * period_s / capacity
     chunk = capacity * min(1.0, chunk_s / period_s) * share
-    cap = safe_was_per_s * period_s if learning else None
+    cap = None
+    if learning:   # what it brought along; a participant that brings none: a static split, itself included
+        was = safe_was_per_s if safe_was_per_s > 0 else capacity / period_s / max(2, askers)
+        cap = was * period_s
     granted = window.grant(holder, wants, capacity, now, fair_chunk=chunk, rate_per_s=rate_per_s or None,
                            learning_cap=cap)
     askers = max(1, window.askers(now))
     # short of the want: ask again soon (the buckets refill continuously, and what others give back is free at
     # once), but the asks of one limit stay near MAX_ASKS_PER_S however many wait
     retry = max(RETRY_MIN_S, askers / MAX_ASKS_PER_S) if granted < wants else 0.0
-    return granted, chunk, capacity / period_s / askers, retry, window.fair_rate(holder, capacity / period_s, now)
+    return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now)

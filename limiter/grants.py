@@ -41,7 +41,10 @@ holder's rate and idle participants give theirs back.
 
 ``learning_cap``: after a control-plane restart the table knows nothing of the tokens the participants are
 spending on the old process's grants or their fallback rates; until everyone has been heard from, a holder gets
-no more per window than the fallback rate it reports (see ``controlplane.grants``).
+no more per window than the fallback rate it reports (see ``controlplane.grants``), and its own bucket refills at
+no more than that rate and starts empty: it was spending at that rate until this ask, so a first burst would
+come on top of a window's worth already spent (two holders at 500/s of 1,000 that come back would otherwise
+take 500 each at once, 2,000 in the second around the restart).
 """
 
 from __future__ import annotations
@@ -152,10 +155,12 @@ class GrantWindow:
         # holds ``burst_s`` of it; it does not refill while the window was spent (what the window held back must
         # not come out as a burst when it slides, which would echo the burst every window)
         fair_per_s = self.fair_rate(holder, rate, now_s)
+        if learning_cap is not None:   # re-learning: paced at no more than the fallback rate, and no first burst
+            fair_per_s = min(fair_per_s, learning_cap / self.window_s)
         own_most = fair_per_s * self.burst_s
         held = self._own.get(holder)
         if held is None:
-            own = own_most
+            own = 0.0 if learning_cap is not None else own_most
         else:
             since = max(held[1], self._spent_until)
             own = min(own_most, held[0] + max(0.0, now_s - since) * fair_per_s)

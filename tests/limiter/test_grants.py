@@ -67,11 +67,21 @@ def test_a_capacity_cut_holds_once_the_window_slides() -> None:
     assert w.grant("A", 100, 300, 1.95, fair_chunk=100) == pytest.approx(50 + 0.15 * 300)
 
 
-def test_learning_cap_limits_a_holder_per_window() -> None:
+def test_learning_cap_paces_a_holder_at_its_fallback_rate_without_a_first_burst() -> None:
     w = GrantWindow(1.0)
-    assert w.grant("A", 400, 1000, 0.0, fair_chunk=1000, learning_cap=300) == 300
-    assert w.grant("A", 400, 1000, 0.5, fair_chunk=1000, learning_cap=300) == 0
-    assert w.grant("A", 400, 1000, 1.01, fair_chunk=1000, learning_cap=300) == 300
+    # it was spending at its fallback rate (300/s) until this ask: nothing on top at once
+    assert w.grant("A", 400, 1000, 0.0, fair_chunk=1000, learning_cap=300) == 0
+    assert w.grant("A", 400, 1000, 0.5, fair_chunk=1000, learning_cap=300) == pytest.approx(150)
+    grants = [(0.5, 150.0)]
+    for i in range(11, 60):          # asking every 50 ms: it gets 300/s, never more than 300 in a window
+        t = i * 0.05
+        grants.append((t, w.grant("A", 400, 1000, t, fair_chunk=1000, learning_cap=300)))
+    assert sum(a for t, a in grants if t > 2.0) == pytest.approx(0.95 * 300, rel=0.02)
+    for start in [g[0] for g in grants]:
+        assert sum(a for t, a in grants if start <= t < start + 1.0) <= 300 + 1e-6
+    # unheard for a window, it may have been spending its fallback rate all along: it starts empty again
+    assert w.grant("A", 400, 1000, 10.0, fair_chunk=1000, learning_cap=300) == 0
+    assert w.grant("A", 400, 1000, 10.5, fair_chunk=1000, learning_cap=300) == pytest.approx(150)
 
 
 def test_askers_count_the_holders_of_the_last_window() -> None:

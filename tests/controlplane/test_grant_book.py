@@ -1,0 +1,81 @@
+"""GrantBook: a restarted control plane re-learns before it hands out the whole limit again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from controlplane.grants import MARKER, GrantBook, learning_s_for
+from limiter import ManualClock
+from metrics.report import GrantAsk, PolicySet, ResourceGroup
+
+pytestmark = pytest.mark.unit
+
+LIMIT = 1000.0
+POLICIES = PolicySet(version=1, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=LIMIT)})
+
+
+def ask(wants: float, safe: float = 0.0) -> list[GrantAsk]:
+    return [GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=wants,
+                     rate_msgs_per_s=LIMIT, safe_msgs_per_s=safe)]
+
+
+def restarted(tmp_path: Path, clock: ManualClock, marker_age_s: float) -> GrantBook:
+    """A book started over ``tmp_path`` whose marker was last touched ``marker_age_s`` ago."""
+    marker = tmp_path / MARKER
+    marker.touch()
+    os.utime(marker, (1_000_000.0 - marker_age_s,) * 2)
+    return GrantBook(0.25, tmp_path, clock=clock.now_s, wall=lambda: 1_000_000.0)
+
+
+def test_a_fresh_data_directory_grants_at_once(tmp_path: Path) -> None:
+    clock = ManualClock()
+    book = GrantBook(0.25, tmp_path, clock=clock.now_s)
+    assert not book.learning
+    grant = book.answer("a", ask(250), POLICIES)[0]
+    assert grant.msgs == pytest.approx(250)
+    assert grant.safe_msgs_per_s == pytest.approx(LIMIT)   # alone: the whole limit is its fallback
+
+
+def test_a_stale_marker_means_no_learning(tmp_path: Path) -> None:
+    assert not restarted(tmp_path, ManualClock(), learning_s_for(0.25) + 1).learning
+
+
+def test_re_learning_paces_each_participant_at_the_fallback_rate_it_brings(tmp_path: Path) -> None:
+    clock = ManualClock()
+    book = restarted(tmp_path, clock, 1.0)
+    assert book.learning
+    # two participants that ran at 500/s each through the outage come back and ask as fast as they can
+    got = {"a": [], "b": []}
+    for _ in range(40):                       # 2 s, an ask every 50 ms
+        for who in ("a", "b"):
+            grant = book.answer(who, ask(250, safe=500), POLICIES)[0]
+            got[who].append((clock.now_s(), grant.msgs))
+            # alone so far or not, the fallback answered stays what it brought (not the whole limit)
+            assert grant.safe_msgs_per_s == pytest.approx(500)
+        clock.advance(0.05)
+    for who, grants in got.items():
+        assert grants[0][1] == 0, f"{who}: a first burst on top of what it spent at its fallback rate"
+        for start, _ in grants:               # never more than its fallback rate in any window
+            assert sum(a for t, a in grants if start <= t < start + 1.0) <= 500 + 1e-6
+        assert sum(a for t, a in grants if t >= 1.0) == pytest.approx(500, rel=0.06)  # and it gets it
+
+
+def test_a_participant_without_a_fallback_gets_a_static_split_while_re_learning(tmp_path: Path) -> None:
+    clock = ManualClock()
+    book = restarted(tmp_path, clock, 1.0)
+    total = 0.0
+    for _ in range(40):
+        total += book.answer("new", ask(250), POLICIES)[0].msgs
+        clock.advance(0.05)
+    assert total == pytest.approx(LIMIT / 2 * 1.95, rel=0.06)   # half the limit (at least two share it)
+
+
+def test_after_learning_the_whole_limit_is_handed_out(tmp_path: Path) -> None:
+    clock = ManualClock()
+    book = restarted(tmp_path, clock, 1.0)
+    clock.advance(learning_s_for(0.25) + 0.01)
+    assert not book.learning
+    assert book.answer("a", ask(250, safe=500), POLICIES)[0].msgs == pytest.approx(250)
