@@ -202,7 +202,8 @@ CATALOGUE: tuple[Metric, ...] = (
        "Observed mutation rate per user and client id, summed over live participants."),
     _m("mutations", "throttlescope_mutation_throttle_time_seconds", "gauge", "seconds", _MUTATION, "max",
        "Report.mutation_quotas[].throttle_time_s",
-       "Current KIP-599 throttle time (-tokens / quota) per user and client id, longest over live participants."),
+       "KIP-599 throttle time per user and client id as Kafka reports it (strict: the last rejected request's, "
+       "counting down, 0 after an accepted overdraw; permissive: -tokens / quota), longest over live participants."),
     # ---------------------------------------------------------------- participants and policies
     _m("participants", "throttlescope_participants", "gauge", "participants", (), "count", "live state",
        "Live participants (reported within the last 2 report intervals)."),

@@ -237,7 +237,8 @@ class MutationQuotaSnapshot(StrictModel):
     client_id: Label
     tokens: Number = Field(description="KIP-599 bucket balance (may be negative)")
     rate: NonNeg = Field(0, description="Observed mutation rate per second")
-    throttle_time_s: NonNeg = Field(0, description="Current throttle time (-tokens / quota)")
+    throttle_time_s: NonNeg = Field(0, description="Throttle time as the quota reports it (strict: the last "
+                                                   "rejection's, counting down; permissive: -tokens / quota)")
 
 
 # ---------------------------------------------------------------- token grants (limiter.grants)
