@@ -167,8 +167,8 @@ resource_groups = _reader("/v1/state/resourcegroups", "Per resource group: confi
                           "per-participant usage, demand and allocation.")
 policies = _reader("/v1/policies",
                    "The whole policy document: what every limit is set to right now, and its version.")
-broker_values = _reader("/admin/v2/brokers/configuration/values",
-                        "Every broker dynamic setting's current value (defaults included).")
+broker_values = _reader("/admin/v2/brokers/configuration/runtime",
+                        "Every broker dynamic setting's value in force (defaults included).")
 
 
 whoami = _reader("/v1/whoami", "The principal the connection acts as: name, role, the tenants it administers, "

@@ -131,10 +131,6 @@ def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, 
            "ratePeriodInSecond": c3.number_input("Period (s)", min_value=1, max_value=86400,
                                                  value=int(cur.get("ratePeriodInSecond", 1)), step=1,
                                                  key=f"{key}.p", help=PERIOD_HELP)}
-    if policy != "publishRate":
-        out["relativeToPublishRate"] = st.checkbox("Relative to the publish rate",
-                                                   value=bool(cur.get("relativeToPublishRate", False)),
-                                                   key=f"{key}.rel")
     return out
 
 

@@ -11,7 +11,7 @@ and documentation), the reference table ``docs/metrics.md`` is generated from th
 (``python -m metrics.catalogue --markdown > docs/metrics.md``; a test keeps the committed file equal), and tests
 check that what is scraped is exactly what is declared.
 
-Conventions (DESIGN.md section 7, REFERENCE.md "Prometheus conventions"):
+Conventions (after the Prometheus naming conventions):
 
 - one prefix, ``throttlescope_``, for ours; the PIP-211 offload metrics keep the seed's names
   (``brk_ledgeroffloader_*``) so that Pulsar operators find them;

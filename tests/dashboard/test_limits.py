@@ -108,7 +108,7 @@ def test_a_refusal_shows_the_control_planes_reason_and_changes_nothing(env: Stac
     errors = [e.value for e in at.error]
     assert any("HTTP 409" in e and "mutually exclusive" in e and "Nothing was changed" in e for e in errors), errors
     assert audit_total(env) == total
-    assert cp.get("/admin/v2/brokers/configuration/values").json()["preciseDispatcherFlowControl"] is False
+    assert cp.get("/admin/v2/brokers/configuration/runtime").json()["preciseDispatcherFlowControl"] is False
 
 
 def test_offload_permits_resource_groups_and_mutation_quotas_are_editable(env: Stack) -> None:
