@@ -1,4 +1,12 @@
-"""Broker dynamic settings (Pulsar's shape), KIP-599 mutation quotas per (user, client-id), and the audit log."""
+"""Broker dynamic settings (Pulsar's shape), KIP-599 mutation quotas per (user, client-id), and the audit log.
+
+Broker settings answer as Pulsar's ``BrokersBase`` does, so ``BrokersImpl`` reads them unchanged: a POST of an
+unknown (or non-dynamic) setting, or of a value the setting cannot take, is 412 (``PreconditionFailedException``);
+``/configuration/values`` lists only the settings overridden (set and not deleted), ``/configuration/runtime``
+every dynamic setting's value in force (defaults included); a DELETE of a setting that is not overridden succeeds
+(a change all the same: audited, a new policy version). Values are JSON-typed (``true``, ``1000``) where Pulsar
+sends text; its client reads either into its ``Map<String, String>``.
+"""
 
 import json
 from typing import Annotated, Any
@@ -21,7 +29,7 @@ SettingName = Annotated[str, Path(max_length=128, description=f"One of: {', '.jo
 
 def _known(name: str) -> None:
     if name not in bs.SETTINGS:
-        raise not_found(bs.unknown_reason(name))
+        raise ApiError(412, bs.unknown_reason(name))
 
 
 @router.get("/brokers/configuration", response_model=list[str], tags=["brokers"],
@@ -31,8 +39,14 @@ def setting_names() -> list[str]:
 
 
 @router.get("/brokers/configuration/values", response_model=dict[str, bool | int | float | str], tags=["brokers"],
-            summary="Every broker dynamic setting's current value (defaults included)")
+            summary="The broker dynamic settings that are overridden, and their values (Pulsar's meaning)")
 def setting_values(ctx: Ctx) -> dict[str, Any]:
+    return ctx.store.items(BROKER)
+
+
+@router.get("/brokers/configuration/runtime", response_model=dict[str, bool | int | float | str], tags=["brokers"],
+            summary="Every broker dynamic setting's value in force (defaults included)")
+def setting_runtime(ctx: Ctx) -> dict[str, Any]:
     return bs.effective(ctx.store.items(BROKER))
 
 
@@ -44,15 +58,15 @@ def setting_values(ctx: Ctx) -> dict[str, Any]:
                          "exclusive (409 when enabling one while the other is on). Settings: "
                          + "; ".join(f"{n} ({s.type}, default {json.dumps(s.default)}): {s.doc}"
                                      for n, s in bs.SETTINGS.items()),
-             responses={400: {"description": "Invalid value"}, 404: {"description": "Unknown setting"},
-                        409: {"description": "Conflicts with another setting"}, **CHANGED})
+             responses={409: {"description": "Conflicts with another setting"},
+                        412: {"description": "Unknown setting, or a value it cannot take"}, **CHANGED})
 def set_setting(name: SettingName, value: Annotated[str, Path(max_length=64)], request: Request,
                 ctx: Ctx) -> Response:
     _known(name)
     try:
         parsed = bs.parse_value(name, value)
     except bs.SettingError as e:
-        raise ApiError(400, str(e)) from None
+        raise ApiError(412, str(e)) from None
 
     def check(r: Reader, old: Any) -> None:
         if name in bs.MUTUALLY_EXCLUSIVE and parsed is True:
@@ -63,15 +77,11 @@ def set_setting(name: SettingName, value: Annotated[str, Path(max_length=64)], r
 
 
 @router.delete("/brokers/configuration/{name}", status_code=204, tags=["brokers"],
-               summary="Reset a broker dynamic setting to its default",
-               responses={404: {"description": "Unknown setting, or not overridden"}, **CHANGED})
+               summary="Reset a broker dynamic setting to its default (succeeds when it is not overridden)",
+               responses={412: {"description": "Unknown setting"}, **CHANGED})
 def reset_setting(name: SettingName, request: Request, ctx: Ctx) -> Response:
     _known(name)
-
-    def check(r: Reader, old: Any) -> None:
-        if old is None:
-            raise not_found(f"{name} is not overridden; it is at its default {json.dumps(bs.SETTINGS[name].default)}")
-    return done(ctx.change(request, BROKER, name, None, check))
+    return done(ctx.change(request, BROKER, name, None))
 
 
 @router.get("/quotas/mutations", response_model=list[MutationQuotaEntry], tags=["quotas"],
@@ -102,9 +112,9 @@ def get_quota(user: QuotaUser, clientId: QuotaClient, ctx: Ctx) -> Any:
             responses={201: {"description": "Created", "model": MutationQuota}, **CHANGED})
 def put_quota(user: QuotaUser, clientId: QuotaClient, body: MutationQuotaBody, request: Request,
               ctx: Ctx) -> Response:
-    value = body.model_dump()
+    value = body.known()
     change = ctx.change(request, MUTATION_QUOTA, quota_key(user, clientId), value)
-    return done(change, created=change.old is None, body=value)
+    return done(change, created=change.old is None, body=value, ignored=body.ignored())
 
 
 @router.delete("/quotas/mutations/{user}/{clientId}", status_code=204, tags=["quotas"],

@@ -47,7 +47,10 @@ principal unless the operator opened them. Every change bumps the policy version
 is written to the audit log under the authenticated principal's name. Errors are `{"reason": "..."}`.
 
 Limits: a number >= 0, or -1 for unlimited (0 also disables a rate, as in Pulsar). Names: letters, digits and
-`- = : . _`, 1..256 characters. Bodies above 1 MiB get 413; unknown fields 422.
+`- = : . _`, 1..256 characters. Bodies above 1 MiB get 413. As in Pulsar, unknown body fields are ignored (named
+in the `X-Ignored-Fields` header), a policy that is not set reads as 204 with no body, and precondition failures
+(a resource group in use or missing, an unknown broker setting or value) are 412. docs/pulsar-compatibility.md
+sets Pulsar's admin contract beside this one, operation by operation.
 """
 
 

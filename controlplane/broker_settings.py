@@ -1,6 +1,6 @@
 """The broker dynamic settings (Pulsar's names), their types, defaults and meaning.
 
-"Broker" is one participant process (DESIGN §6): broker-level limits apply to each process on its own. Rate
+"Broker" is one participant process: broker-level limits apply to each process on its own. Rate
 settings follow Pulsar: a finite number >= 0, or -1; 0 or -1 disables the limit. Choice settings take one of
 their listed words. Values arrive as path text
 (``POST /admin/v2/brokers/configuration/{name}/{value}``) and are parsed here per type.
@@ -57,7 +57,7 @@ class SettingError(ValueError):
 
 
 def unknown_reason(name: str) -> str:
-    return f"unknown broker setting {name!r}; the dynamic settings are: {', '.join(SETTINGS)}"
+    return f"unknown or non-dynamic broker setting {name!r}; the dynamic settings are: {', '.join(SETTINGS)}"
 
 
 def parse_value(name: str, text: str) -> float | bool | str:

@@ -22,6 +22,7 @@ from controlplane.store import AuditInfo, Change, Reader, Store
 from metrics.report import PolicySet
 
 VERSION_HEADER = "X-Policy-Version"
+IGNORED_HEADER = "X-Ignored-Fields"
 
 
 @dataclass
@@ -52,6 +53,10 @@ class Context:
         """One audited, versioned change (see Store.change) in the name of the authenticated principal."""
         return self.store.change(kind, key, value, audit_of(request), check)
 
+    def update(self, request: Request, kind: str, key: str, new: Callable[[Reader, Any], Any]) -> Change:
+        """One audited, versioned read-modify-write (see Store.update) in the name of the authenticated principal."""
+        return self.store.update(kind, key, new, audit_of(request))
+
 
 def audit_of(request: Request) -> AuditInfo:
     """Who did what, as the guard authenticated it (never a name the caller declares)."""
@@ -62,9 +67,18 @@ async def get_ctx(request: Request) -> Context:
     return request.app.state.ctx  # async: a plain function would be run in the thread pool for every request
 
 
-def done(change: Change, created: bool = False, body: Any = None) -> Response:
-    """204 No Content (201 with the stored value when ``created``), with the new policy version in a header."""
+def done(change: Change, created: bool = False, body: Any = None, ignored: list[str] | None = None) -> Response:
+    """204 No Content (201 with the stored value when ``created``), with the new policy version in a header, and
+    the body's ``ignored`` unknown fields (if any) in another."""
     headers = {VERSION_HEADER: str(change.version)}
+    if ignored:
+        headers[IGNORED_HEADER] = ignored_header(ignored)
     if created:
         return JSONResponse(body, status_code=201, headers=headers)
     return Response(status_code=204, headers=headers)
+
+
+def ignored_header(names: list[str], max_chars: int = 512) -> str:
+    """The ignored field names as one header value: printable ASCII only, comma-separated, bounded."""
+    text = ", ".join("".join(c for c in name if " " <= c <= "~" and c != ",") or "?" for name in names)
+    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."

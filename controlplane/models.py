@@ -1,17 +1,21 @@
-"""Request bodies of the admin API (strict: unknown fields rejected) and the path-name rules.
+"""Request bodies of the admin API and the path-name rules.
 
 The policy objects are Pulsar's (PublishRate, DispatchRate, ResourceGroup field names) and live in
-``metrics.report`` because participants parse them too; here they are subclassed with ``extra="forbid"``.
+``metrics.report`` because participants parse them too; here they are subclassed as request bodies. As in
+Pulsar (whose server and Java client read JSON with Jackson's ``FAIL_ON_UNKNOWN_PROPERTIES`` off), a body's
+unknown fields are ignored -- a newer client's fields, such as Pulsar 3.x's ``replicationDispatchRateInMsgs`` on
+a resource group, do not make a call fail -- and the answer names them in the ``X-Ignored-Fields`` header, so a
+misspelt field is not silent. Known fields are validated strictly: a wrong value is refused with what is allowed.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from fastapi import Path, Query
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, WithJsonSchema
 
-from metrics.report import DispatchRate, MutationQuota, PublishRate, ResourceGroup, StrictModel
+from metrics.report import DispatchRate, Limit, MutationQuota, PublishRate, StrictModel
 
 NAME_PATTERN = r"^[-=:.A-Za-z0-9_]{1,256}$"     # Pulsar's NamedEntity rule [-=:.\w]*, ASCII, non-empty, bounded
 QUOTA_ID_PATTERN = r"^(<default>|[-=:.@+,A-Za-z0-9_]{1,256})$"
@@ -32,31 +36,84 @@ QuotaClient = Annotated[str, Path(pattern=QUOTA_ID_PATTERN, description="Kafka c
 PrincipalName = Annotated[str, Path(pattern=PRINCIPAL_PATTERN,
                                     description="Principal name: letters, digits, - = : . @ + _ (1..256)")]
 RoleName = Literal["super-user", "tenant-admin", "viewer", "participant", "proxy"]
+Subscription = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$",
+                                   description="Subscription name (1..256 characters, no '/' or control character)")]
+IsGlobal = Annotated[bool, Query(description="Pulsar: the global (geo-replicated) topic policy instead of the local "
+                                             "one. Accepted and validated; throttlescope has one policy store, so "
+                                             "both name the same policy")]
+Applied = Annotated[bool, Query(description="true: the value that applies, whichever level set it (else the broker "
+                                            "default); false: the value set at this level (204 when none)")]
+TOPIC_DOMAINS = ("persistent", "non-persistent")   # one topic either way: the domain does not change the name
 
 
 class _Strict(StrictModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PublishRateBody(PublishRate, _Strict):
-    model_config = ConfigDict(extra="forbid", title="PublishRate")
+class _Body(BaseModel):
+    """A Pulsar-shaped request body: unknown fields are kept aside (``ignored``), never stored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def known(self, exclude_unset: bool = False) -> dict[str, Any]:
+        """The body's known fields (only those sent, with ``exclude_unset``), as stored."""
+        return self.model_dump(include=set(type(self).model_fields), exclude_unset=exclude_unset)
+
+    def ignored(self) -> list[str]:
+        return sorted(map(str, self.model_extra or {}))
 
 
-class DispatchRateBody(DispatchRate, _Strict):
-    model_config = ConfigDict(extra="forbid", title="DispatchRate")
+class PublishRateBody(_Body, PublishRate):
+    model_config = ConfigDict(extra="allow", title="PublishRate")
 
 
-class ResourceGroupBody(ResourceGroup, _Strict):
-    model_config = ConfigDict(extra="forbid", title="ResourceGroup")
+class DispatchRateBody(_Body, DispatchRate):
+    model_config = ConfigDict(extra="allow", title="DispatchRate")
 
+    relativeToPublishRate: Annotated[StrictBool, WithJsonSchema({
+        "const": False, "description": "Must be false (or omitted): Pulsar's rate relative to the topic's publish "
+                                       "rate is not supported, and true is refused with 400"})] = False
+
+
+RG_FIELD = "; omitted or null: -1 (unlimited) when the group is created, unchanged when it is updated"
+
+
+class ResourceGroupBody(_Body):
+    """PIP-82 resource group, as Pulsar's ``ResourceGroup``: a PUT of an existing group changes only the fields
+    sent (read-modify-write, as Pulsar's ``ResourceGroupsBase.internalUpdateResourceGroup``)."""
+
+    model_config = ConfigDict(extra="allow", title="ResourceGroup")
+
+    publishRateInMsgs: Limit | None = Field(None, description="Messages per second published, -1 = unlimited" + RG_FIELD)
+    publishRateInBytes: Limit | None = Field(None, description="Bytes per second published, -1 = unlimited" + RG_FIELD)
+    dispatchRateInMsgs: Limit | None = Field(None, description="Messages per second dispatched, -1 = unlimited"
+                                             + RG_FIELD)
+    dispatchRateInBytes: Limit | None = Field(None, description="Bytes per second dispatched, -1 = unlimited"
+                                              + RG_FIELD)
     quotaStrategy: Literal["fair", "proportional"] | None = Field(
         None, description="How participants split this group's quotas: 'fair' (max-min fair share by reported "
-                          "demand) or 'proportional' (Pulsar's: by current usage); omitted or null = the broker "
-                          "setting defaultQuotaStrategy")
+                          "demand) or 'proportional' (Pulsar's: by current usage); null = the broker setting "
+                          "defaultQuotaStrategy; omitted: unchanged (the broker setting, for a new group)")
+
+    def merged(self, old: dict[str, Any] | None) -> dict[str, Any]:
+        """The group to store: ``old`` (None: a new group, every rate -1) with the fields sent applied; a rate sent
+        as null is left as it was (Pulsar's client never sends one), a quotaStrategy sent as null is cleared."""
+        value = dict(old) if old is not None else {name: -1 for name in RG_RATES}
+        for name, v in self.known(exclude_unset=True).items():
+            if name in RG_RATES and v is not None:
+                value[name] = v
+            elif name == "quotaStrategy" and v is None:
+                value.pop(name, None)
+            elif name == "quotaStrategy":
+                value[name] = v
+        return value
 
 
-class MutationQuotaBody(MutationQuota, _Strict):
-    model_config = ConfigDict(extra="forbid", title="MutationQuota")
+RG_RATES = ("publishRateInMsgs", "publishRateInBytes", "dispatchRateInMsgs", "dispatchRateInBytes")
+
+
+class MutationQuotaBody(_Body, MutationQuota):
+    model_config = ConfigDict(extra="allow", title="MutationQuota")
 
 
 class RateView(BaseModel):
@@ -69,8 +126,10 @@ class RateView(BaseModel):
 
 class Resolved(BaseModel):
     rate: RateView
-    source: str | None = Field(description="Level the value comes from (topic, namespace, broker), null: none set")
-    relativeToPublishRate: bool = False
+    source: str | None = Field(description="Level the value comes from (subscription, topic, namespace, broker), "
+                                           "null: none set")
+    relativeToPublishRate: bool = Field(False, description="What the policy says; relative dispatch rates are "
+                                                           "refused (400), so true only for one stored before")
 
 
 class Aggregate(BaseModel):
@@ -89,7 +148,8 @@ class EffectiveLimits(BaseModel):
     publishRate: Resolved = Field(description="Per-topic publish: topic policy > namespace policy > broker default")
     dispatchRate: Resolved = Field(description="Per-topic dispatch: topic policy > namespace policy > broker default")
     subscriptionDispatchRate: Resolved = Field(
-        description="Per-subscription dispatch: topic policy > namespace policy > broker default")
+        description="Per-subscription dispatch: the subscription's own dispatchRate > topic policy > namespace "
+                    "policy > broker default")
     aggregates: list[Aggregate] = Field(description="Shared limits over many topics (resource groups, tenant)")
     broker: dict[str, Any] = Field(description="Broker-level (per process) limits and flags")
 

@@ -1,16 +1,20 @@
 """The policy document participants apply, built from one store snapshot, and the effective limits of a topic.
 
-Meaning of the levels (DESIGN §5, Pulsar's semantics kept):
+Meaning of the levels (Pulsar's semantics kept):
 
 - a *namespace* ``publishRate`` / ``dispatchRate`` / ``subscriptionDispatchRate`` is, as in Pulsar, the default
   for *each topic* (or subscription) of the namespace, not a total;
-- a *topic* policy overrides it for that topic; with neither, the broker default per topic/subscription applies
-  (``maxPublishRatePerTopicIn*``, ``dispatchThrottlingRatePer{Topic,Subscription}In*``);
-- totals over many topics (the tenant and namespace aggregate levels) come from resource groups attached to the
-  namespace or tenant (PIP-82), and from the tenant aggregate limits (``/admin/v2/tenants/{t}/publishRate`` and
-  ``dispatchRate``, a throttlescope extension);
+- a *topic* policy overrides it for that topic, and a *subscription*'s own ``dispatchRate`` (Pulsar's
+  subscription-level dispatch rate) overrides the ``subscriptionDispatchRate`` for that subscription; with none
+  of them, the broker default per topic/subscription applies (``maxPublishRatePerTopicIn*``,
+  ``dispatchThrottlingRatePer{Topic,Subscription}In*``). ``PolicySet.rate_candidates`` is that order, and the
+  participants resolve it the same way;
+- totals over many topics come from the resource group that applies to a topic (PIP-82: the topic's own, else
+  its namespace's, else its tenant's; ``PolicySet.resource_group_of``), and from the tenant aggregate limits
+  (``/admin/v2/tenants/{t}/publishRate`` and ``dispatchRate``, a throttlescope extension);
 - broker-level limits apply to each participant process on its own.
-All that apply are enforced together (logical AND).
+All that apply are enforced together (logical AND). ``applied`` answers Pulsar's ``?applied=true``: the value a
+topic or subscription is held to, whichever level set it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from metrics.report import (
     PolicySet,
     PublishRate,
     ResourceGroup,
+    SubscriptionPolicies,
     TenantPolicies,
     to_rate,
 )
@@ -38,6 +43,13 @@ BROKER = "broker"
 MUTATION_QUOTA = "mutationquota"
 POLICIES = ("publishRate", "dispatchRate", "subscriptionDispatchRate")
 TENANT_POLICIES = ("publishRate", "dispatchRate")
+SUBSCRIPTION_RATE = "subscription.dispatchRate"   # a subscription's own dispatchRate, key 't/ns/topic/subscription'
+BROKER_DEFAULTS = {  # per-topic / per-subscription policy -> the broker settings of its default (msgs, bytes)
+    "publishRate": ("maxPublishRatePerTopicInMessages", "maxPublishRatePerTopicInBytes"),
+    "dispatchRate": ("dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte"),
+    "subscriptionDispatchRate": ("dispatchThrottlingRatePerSubscriptionInMsg",
+                                 "dispatchThrottlingRatePerSubscriptionInByte"),
+}
 
 
 def attach_kind(scope: str) -> str:
@@ -63,9 +75,12 @@ def build(r: Reader) -> PolicySet:
         resourceGroups={k: ResourceGroup(**v) for k, v in data.get(RESOURCE_GROUP, {}).items()},
         tenantResourceGroups=dict(data.get(attach_kind("tenant"), {})),
         namespaceResourceGroups=dict(data.get(attach_kind("namespace"), {})),
+        topicResourceGroups=dict(data.get(attach_kind("topic"), {})),
         brokerSettings=broker_settings.effective(data.get(BROKER, {})),
         mutationQuotas=[MutationQuotaEntry(user=u, clientId=c, **v)
                         for (u, c), v in ((json.loads(k), v) for k, v in data.get(MUTATION_QUOTA, {}).items())],
+        subscriptions={k: SubscriptionPolicies(dispatchRate=DispatchRate(**v))
+                       for k, v in data.get(SUBSCRIPTION_RATE, {}).items()},
     )
     for policy in TENANT_POLICIES:
         for tenant, value in data.get(policy_kind("tenant", policy), {}).items():
@@ -92,33 +107,43 @@ def _limited(rate: Rate) -> Rate | None:
     return None if rate.is_unlimited else rate
 
 
-def _resolved(policy: str, topic: LevelPolicies | None, ns: LevelPolicies | None, default: Rate) -> Resolved:
-    t = getattr(topic, policy, None) if topic else None
-    n = getattr(ns, policy, None) if ns else None
-    rate, level = resolve((Level.TOPIC, to_rate(t)), (Level.NAMESPACE, to_rate(n)), (Level.BROKER, _limited(default)))
-    chosen = t if level == Level.TOPIC else n if level == Level.NAMESPACE else None
+def broker_default(ps: PolicySet, policy: str) -> PublishRate | DispatchRate:
+    """The broker default of a per-topic or per-subscription policy, in the policy's shape (0: none)."""
+    msgs, byts = (ps.brokerSettings[name] for name in BROKER_DEFAULTS[policy])
+    if policy == "publishRate":
+        return PublishRate(publishThrottlingRateInMsg=msgs, publishThrottlingRateInByte=byts)
+    return DispatchRate(dispatchThrottlingRateInMsg=msgs, dispatchThrottlingRateInByte=byts)
+
+
+def applied(ps: PolicySet, policy: str, topic: str, subscription: str | None = None) -> PublishRate | DispatchRate:
+    """Pulsar's ``applied=true``: the first policy set in ``rate_candidates``, else the broker default."""
+    return next((value for _, value in ps.rate_candidates(policy, topic, subscription) if value is not None),
+                broker_default(ps, policy))
+
+
+def _resolved(ps: PolicySet, policy: str, topic: str, subscription: str | None) -> Resolved:
+    candidates = ps.rate_candidates(policy, topic, subscription)
+    rate, level = resolve(*((lv, to_rate(value)) for lv, value in candidates),
+                          (Level.BROKER, _limited(to_rate(broker_default(ps, policy)))))
+    chosen = next((value for lv, value in candidates if lv == level), None)
     return Resolved(rate=view(rate), source=None if level is None else level.value,
                     relativeToPublishRate=bool(getattr(chosen, "relativeToPublishRate", False)))
 
 
 def effective_limits(ps: PolicySet, tenant: str, namespace: str, topic: str,
                      subscription: str | None) -> EffectiveLimits:
-    ns_key, topic_key = f"{tenant}/{namespace}", f"{tenant}/{namespace}/{topic}"
+    topic_key = f"{tenant}/{namespace}/{topic}"
     s = ps.brokerSettings
-    tp, np_ = ps.topics.get(topic_key), ps.namespaces.get(ns_key)
     aggregates: list[Aggregate] = []
-    # one resource group applies: the namespace's, else the tenant's (as limiter.levels binds producers)
-    group, attached_to = ps.namespaceResourceGroups.get(ns_key), f"namespace {ns_key}"
-    if group is None:
-        group, attached_to = ps.tenantResourceGroups.get(tenant), f"tenant {tenant}"
-    rg = ps.resourceGroups.get(group) if group else None
-    if rg is not None:
-        aggregates.append(Aggregate(level=Level.RESOURCE_GROUP.value, name=group, direction="publish",
-                                    attachedTo=attached_to, quotaStrategy=ps.quota_strategy(group),
-                                    rate=view(Rate(rg.publishRateInMsgs, rg.publishRateInBytes, 1))))
-        aggregates.append(Aggregate(level=Level.RESOURCE_GROUP.value, name=group, direction="dispatch",
-                                    attachedTo=attached_to, quotaStrategy=ps.quota_strategy(group),
-                                    rate=view(Rate(rg.dispatchRateInMsgs, rg.dispatchRateInBytes, 1))))
+    found = ps.resource_group_of(topic_key)   # one resource group applies, as the participants bind producers
+    rg = ps.resourceGroups.get(found[0]) if found is not None else None
+    if found is not None and rg is not None:
+        group, attached_to = found
+        for direction, msgs, byts in (("publish", rg.publishRateInMsgs, rg.publishRateInBytes),
+                                      ("dispatch", rg.dispatchRateInMsgs, rg.dispatchRateInBytes)):
+            aggregates.append(Aggregate(level=Level.RESOURCE_GROUP.value, name=group, direction=direction,
+                                        attachedTo=attached_to, quotaStrategy=ps.quota_strategy(group),
+                                        rate=view(Rate(msgs, byts, 1))))
     tenant_policies = ps.tenants.get(tenant)
     for direction, policy in (("publish", "publishRate"), ("dispatch", "dispatchRate")):
         value = getattr(tenant_policies, policy, None) if tenant_policies else None
@@ -128,12 +153,9 @@ def effective_limits(ps: PolicySet, tenant: str, namespace: str, topic: str,
                                         quotaStrategy=ps.quota_strategy()))
     return EffectiveLimits(
         topic=topic_key, subscription=subscription, policyVersion=ps.version,
-        publishRate=_resolved("publishRate", tp, np_, _broker_rate(
-            s, "maxPublishRatePerTopicInMessages", "maxPublishRatePerTopicInBytes")),
-        dispatchRate=_resolved("dispatchRate", tp, np_, _broker_rate(
-            s, "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte")),
-        subscriptionDispatchRate=_resolved("subscriptionDispatchRate", tp, np_, _broker_rate(
-            s, "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte")),
+        publishRate=_resolved(ps, "publishRate", topic_key, None),
+        dispatchRate=_resolved(ps, "dispatchRate", topic_key, None),
+        subscriptionDispatchRate=_resolved(ps, "subscriptionDispatchRate", topic_key, subscription),
         aggregates=aggregates,
         broker={
             "publishRate": view(_broker_rate(s, "brokerPublishThrottlingMaxMessageRate",

@@ -302,6 +302,7 @@ class LiveState:
             strategy = ps.quota_strategy(name)
             entry: dict[str, Any] = {
                 "name": name, "configured": rg.model_dump(exclude_none=True), "strategy": strategy,
+                "topics": sorted(k for k, v in ps.topicResourceGroups.items() if v == name),
                 "namespaces": sorted(k for k, v in ps.namespaceResourceGroups.items() if v == name),
                 "tenants": sorted(k for k, v in ps.tenantResourceGroups.items() if v == name)}
             for direction, msgs_cap, bytes_cap in (("publish", rg.publishRateInMsgs, rg.publishRateInBytes),

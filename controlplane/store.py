@@ -3,9 +3,9 @@
 How it works
 ------------
 Every durable object is one row of ``entries(kind, key, value)`` with a JSON value: a resource group
-(``resourcegroup``/name), an attachment (``tenant.resourcegroup``/tenant, ``namespace.resourcegroup``/'t/ns'),
-a policy (``<tenant|namespace|topic>.<publishRate|dispatchRate|subscriptionDispatchRate>``/target), a broker
-setting (``broker``/name), a mutation quota (``mutationquota``/'["user","client"]') or a tenant's TenantInfo
+(``resourcegroup``/name), an attachment (``tenant.resourcegroup``/tenant, ``namespace.resourcegroup``/'t/ns',
+``topic.resourcegroup``/'t/ns/topic'), a policy (``<tenant|namespace|topic>.<publishRate|dispatchRate|
+subscriptionDispatchRate>``/target, ``subscription.dispatchRate``/'t/ns/topic/subscription'), a broker setting (``broker``/name), a mutation quota (``mutationquota``/'["user","client"]') or a tenant's TenantInfo
 (``tenant``/name). Principals (who may call the API) have a table of their own, ``principals``, written by
 ``controlplane.principals``: their token is kept only as a SHA-256 digest.
 
@@ -177,10 +177,18 @@ class Store:
     def change(self, kind: str, key: str, value: Any, audit: AuditInfo,
                check: Callable[[Reader, Any], None] | None = None) -> Change:
         """Set (``value`` not None) or delete (None) one entry, atomically with the version bump and audit record."""
+        def new(r: Reader, old: Any) -> Any:
+            if check is not None:
+                check(r, old)
+            return value
+        return self.update(kind, key, new, audit)
+
+    def update(self, kind: str, key: str, new: Callable[[Reader, Any], Any], audit: AuditInfo) -> Change:
+        """Read-modify-write of one entry: ``new(reader, old)`` gives the value to store (None deletes) or refuses
+        with an ApiError; in one transaction with the version bump and audit record."""
         def write(w: Writer) -> tuple[Any, Any]:
             old = w.get(kind, key)
-            if check is not None:
-                check(w, old)
+            value = new(w, old)
             w.put(kind, key, value)
             return old, value
         return self.transact(audit, write)

@@ -118,13 +118,15 @@ def _reason(response: httpx.Response) -> str:
 
 def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = (),
            principal: str | None = None) -> Any:
-    """GET url+path; the decoded JSON, or an Unavailable."""
+    """GET url+path; the decoded JSON (a text answer as a str), or an Unavailable."""
     try:
         response = httpx.get(url + path, params=dict(params), headers=_headers(token, principal), timeout=TIMEOUT)
     except httpx.TransportError as e:
         return Unavailable(path, f"cannot reach the control plane at {url} ({type(e).__name__}: {e})")
     if response.status_code != 200:
         return Unavailable(path, _reason(response), response.status_code)
+    if response.headers.get("content-type", "").startswith("text/plain"):
+        return response.text                     # a bare name (the resource group of a namespace or tenant)
     try:
         return response.json()
     except ValueError:
@@ -167,8 +169,8 @@ resource_groups = _reader("/v1/state/resourcegroups", "Per resource group: confi
                           "per-participant usage, demand and allocation.")
 policies = _reader("/v1/policies",
                    "The whole policy document: what every limit is set to right now, and its version.")
-broker_values = _reader("/admin/v2/brokers/configuration/values",
-                        "Every broker dynamic setting's current value (defaults included).")
+broker_values = _reader("/admin/v2/brokers/configuration/runtime",
+                        "Every broker dynamic setting's value in force (defaults included).")
 
 
 whoami = _reader("/v1/whoami", "The principal the connection acts as: name, role, the tenants it administers, "
@@ -234,11 +236,13 @@ def _prometheus_history(prom: str, seconds: float, level: str | None, name: str 
 
 
 def current(conn: Conn, path: str) -> Any:
-    """The current value behind an admin GET (uncached, for the old side of old -> new); None when not set."""
+    """The current value behind an admin GET (uncached, for the old side of old -> new); None when not set (204,
+    as Pulsar answers an unset policy or attachment, or 404 for a resource group that does not exist); an
+    attachment, which is answered as the bare name, as ``{"resourceGroup": name}``."""
     got = _fetch(conn.url, conn.token, path, principal=conn.principal)
-    if isinstance(got, Unavailable) and got.status == 404:
+    if isinstance(got, Unavailable) and got.status in (204, 404):
         return None
-    return got
+    return {"resourceGroup": got} if isinstance(got, str) else got
 
 
 def send(conn: Conn, method: str, path: str, body: Any = None) -> Outcome:

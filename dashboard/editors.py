@@ -90,8 +90,10 @@ def _old(conn: data.Conn, path: str) -> tuple[bool, Any]:
     return True, got
 
 
-def _pending(conn: data.Conn, title: str, method: str, path: str, body: Any, new: dict | None) -> Pending | None:
-    ok, old = _old(conn, path)
+def _pending(conn: data.Conn, title: str, method: str, path: str, body: Any, new: dict | None,
+             read: str | None = None) -> Pending | None:
+    """The change, with the current value read from ``read`` (default: ``path`` itself)."""
+    ok, old = _old(conn, read or path)
     return Pending(title, method, path, body, old, new) if ok else None
 
 
@@ -115,7 +117,8 @@ def resource_group(conn: data.Conn, ps: dict[str, Any], refusal: Refusal) -> Pen
     if not _review("rg.review", values, not name, refusal(method, path)):
         return None
     if attach:
-        return _pending(conn, f"attach resource group {name} to {attach}", method, path, None, {"resourceGroup": name})
+        return _pending(conn, f"attach resource group {name} to {attach}", method, path, None, {"resourceGroup": name},
+                        read=f"/admin/v2/{scope}/{attach}/resourcegroup")
     body = {f: _num(v) for f, v in values.items()}
     return _pending(conn, f"resource group {name}", method, path, body, body)
 
@@ -131,10 +134,6 @@ def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, 
            "ratePeriodInSecond": c3.number_input("Period (s)", min_value=1, max_value=86400,
                                                  value=int(cur.get("ratePeriodInSecond", 1)), step=1,
                                                  key=f"{key}.p", help=PERIOD_HELP)}
-    if policy != "publishRate":
-        out["relativeToPublishRate"] = st.checkbox("Relative to the publish rate",
-                                                   value=bool(cur.get("relativeToPublishRate", False)),
-                                                   key=f"{key}.rel")
     return out
 
 

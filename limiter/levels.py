@@ -6,7 +6,8 @@ One ``PublishLimits`` per process (per broker, in Pulsar's words) owns one ``Pub
 (level, name) -- created on first use, unlimited until a limit is set -- and hands out producers wired to every
 level that applies to them, in this order:
 
-    broker "broker"  ->  resource group (the namespace's, else the tenant's)  ->  tenant  ->  namespace  ->  topic
+    broker "broker"  ->  resource group (the topic's, else the namespace's, else the tenant's)  ->  tenant  ->
+    namespace  ->  topic
 
 A producer is charged at all of them and pauses while any one says so (its ThrottleTracker counts a reason
 per level). Names: a tenant ``acme``, a namespace ``acme/web``, a topic ``acme/web/clicks`` (one partition of a
@@ -14,8 +15,8 @@ partitioned topic is its own topic: ``acme/web/clicks-partition-0``, so its limi
 
 Which limit a level enforces:
 - broker, tenant, namespace, resource group: ``set_limit(level, name, rate)``, the aggregate over everything
-  under that node. For the levels that span processes this is the *local* share (issue #4's participant runtime
-  sets it from the shared quota); this module only enforces what it is given.
+  under that node. For the levels that span processes this is the *local* share (the participant runtime sets it
+  from the shared quota); this module only enforces what it is given.
 - topic: the topic's own limit by precedence, topic policy > namespace policy > broker default
   (``set_topic_policy``; Pulsar's namespace ``publishRate`` is the default for each topic of the namespace).
   ``effective_topic_rate(topic)`` says what applies and from which level.
@@ -69,7 +70,7 @@ class PublishLimits:
         self._lock = threading.RLock()
         self._limiters: dict[tuple[Level, str], PublishRateLimiter] = {}
         self._topic_policies: dict[tuple[Level, str], Rate] = {}
-        self._groups: dict[tuple[Level, str], str] = {}  # (TENANT|NAMESPACE, name) -> resource group
+        self._groups: dict[tuple[Level, str], str] = {}  # (TENANT|NAMESPACE|TOPIC, name) -> resource group
         self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._topic_of: weakref.WeakKeyDictionary[Producer, str] = weakref.WeakKeyDictionary()
 
@@ -131,10 +132,10 @@ class PublishLimits:
     # --- resource groups ----------------------------------------------------------------------------------
 
     def attach_resource_group(self, level: Level, name: str, group: str | None) -> None:
-        """Attach ``group`` to a tenant or namespace (None detaches); producers concerned are rebound."""
+        """Attach ``group`` to a tenant, namespace or topic (None detaches); producers concerned are rebound."""
         level = Level(level)
-        if level not in (Level.TENANT, Level.NAMESPACE):
-            raise PolicyError(f"resource groups attach to a tenant or a namespace, not a {level}")
+        if level not in (Level.TENANT, Level.NAMESPACE, Level.TOPIC):
+            raise PolicyError(f"resource groups attach to a tenant, a namespace or a topic, not a {level}")
         with self._lock:
             if group is None:
                 self._groups.pop((level, name), None)
@@ -144,9 +145,11 @@ class PublishLimits:
                 producer.bind(self._limiters_for(self._topic_of[producer]))
 
     def resource_group_of(self, topic: str) -> str | None:
-        tenant, namespace, _ = split_topic(topic)
+        """The topic's own resource group, else its namespace's, else its tenant's (one applies)."""
+        tenant, namespace, topic = split_topic(topic)
         with self._lock:
-            return self._groups.get((Level.NAMESPACE, namespace)) or self._groups.get((Level.TENANT, tenant))
+            return next((g for g in (self._groups.get((Level.TOPIC, topic)), self._groups.get((Level.NAMESPACE,
+                         namespace)), self._groups.get((Level.TENANT, tenant))) if g is not None), None)
 
     # --- producers ----------------------------------------------------------------------------------------
 

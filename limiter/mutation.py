@@ -11,22 +11,30 @@ refilled lazily on every call, never by a timer::
 
 ``record(n)`` charges n mutations (a request creating 7 topics of 80 partitions is n = 560). Unlike a plain
 token bucket, K may go negative: one request is never split, so it may overdraw a bucket that still had tokens,
-and the debt is then repaid at Q tokens a second. The throttle time is the time to repay it,
-``throttle_time_s = -K / Q`` while K < 0 (else 0), and it decays with time as the bucket refills.
+and the debt is then repaid at Q tokens a second. The time to repay it is ``-K / Q`` while K < 0; the debt stays
+visible in ``tokens()`` whatever the mode.
 
-Admission, exactly as Kafka does it (``strict``):
-- strict (the controller's mutation quota): check first -- K < 0 raises ``ThrottlingQuotaExceeded`` carrying
-  the throttle time, and nothing is recorded; otherwise record. The check does not look at n, so one request may
-  take the bucket from >= 0 to far below 0.
-- permissive: record, never reject; ``record`` returns the throttle time the caller should observe.
+Admission and throttle time, exactly as Kafka does them (``ControllerMutationQuotaManager``):
+- strict (the controller's mutation quota, ``StrictControllerMutationQuota``): check first -- K < 0 raises
+  ``ThrottlingQuotaExceeded`` carrying the throttle time ``-K / Q``, and nothing is recorded; otherwise record.
+  The check does not look at n, so one request may take the bucket from >= 0 to far below 0 -- and that request
+  is *not* throttled: ``record`` returns 0, as Kafka answers it with a throttle time of 0. Only a rejected
+  request carries a throttle time; ``throttle_time_s()`` is the last rejection's, counting down with time
+  (Kafka's ``lastThrottleTimeMs`` less the time since), and 0 until a request is rejected.
+- permissive (``PermissiveControllerMutationQuota``): record, never reject; a request that leaves K < 0 is
+  throttled, so ``record`` returns ``-K / Q`` and ``throttle_time_s()`` is ``-K / Q`` at any time.
 A negative n un-records (gives tokens back, still capped at B) and is never rejected.
 
-Worked example (the KIP's: Q = 5/s, S = 100 samples of W = 1 s, so B = 500)
-----------------------------------------------------------------------------
+Worked example (the KIP's: Q = 5/s, S = 100 samples of W = 1 s, so B = 500), strict
+-------------------------------------------------------------------------------------
 t=0   tokens() = 500 (full).
-t=0   record(560): K = 500 >= 0 -> admitted; K = 500 - 560 = -60; throttle_time_s() = 60 / 5 = 12 s.
-t=0   record(1): K = -60 < 0 -> ThrottlingQuotaExceeded(throttle_time_s=12.0); nothing recorded.
+t=0   record(560): K = 500 >= 0 -> admitted, throttle time 0; K = 500 - 560 = -60 (tokens() shows the debt).
+t=0   record(1): K = -60 < 0 -> ThrottlingQuotaExceeded(throttle_time_s=12.0) (60 / 5); nothing recorded;
+      throttle_time_s() = 12 s.
 t=6   K = -60 + 5*6 = -30 -> throttle_time_s() = 6 s.   t=12: K = 0 -> admitted again.
+Kafka's own test (StrictControllerMutationQuotaTest: Q = 10/s, 10 samples of 1 s, B = 100): record(90) and
+record(90) are both admitted with throttle time 0 (K = 10, then -80); the third record(90) is rejected with 8 s;
+5 s later the throttle time is 3 s. Permissive, the same calls: 0, 8 s, then 17 s (K = -170), 12 s 5 s later.
 
 Consistency rules
 -----------------
@@ -138,22 +146,25 @@ class MutationQuota:
         self._burst = self._quota * self._samples * self._window_s
         self._tokens = self._burst
         self._last_ns = self._clock.now_ns()
+        self._rejected_s, self._rejected_ns = 0.0, self._last_ns  # strict: the last rejection's throttle time
         self._recorded: deque[list] = deque()  # [window start ns, amount], for the mutation-rate metric
 
     # --- admission ----------------------------------------------------------------------------------------
 
     def record(self, n: float = 1) -> float:
-        """Charge n mutations (negative: un-record). Returns the throttle time after recording (0 = none).
-        Strict: raises ThrottlingQuotaExceeded, recording nothing, while the bucket is below zero."""
+        """Charge n mutations (negative: un-record). Returns the throttle time of this request: strict, always 0
+        (an admitted request is not throttled, even one that overdraws); permissive, ``-tokens / quota`` after
+        recording. Strict: raises ThrottlingQuotaExceeded, recording nothing, while the bucket is below zero."""
         if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n):
             raise ValueError(f"n must be a finite number of mutations (negative un-records), got {n!r}")
         with self._lock:
             now = self._refill()
             if self.strict and n > 0 and self._tokens < 0:
-                raise ThrottlingQuotaExceeded(-self._tokens / self._quota)
+                self._rejected_s, self._rejected_ns = -self._tokens / self._quota, now
+                raise ThrottlingQuotaExceeded(self._rejected_s)
             self._tokens = min(self._burst, self._tokens - n)
             self._note_rate(now, n)
-            return -self._tokens / self._quota if self._tokens < 0 else 0.0
+            return 0.0 if self.strict else self._debt_s()
 
     # --- reads --------------------------------------------------------------------------------------------
 
@@ -163,9 +174,13 @@ class MutationQuota:
             return self._tokens
 
     def throttle_time_s(self) -> float:
+        """What the quota reports as its throttle time now (see the module essay): strict, the last rejection's
+        throttle time less the time since (0 when none is pending); permissive, the time to repay the debt."""
         with self._lock:
-            self._refill()
-            return -self._tokens / self._quota if self._tokens < 0 else 0.0
+            now = self._refill()
+            if self.strict:
+                return max(0.0, self._rejected_s - (now - self._rejected_ns) / NS_PER_S)
+            return self._debt_s()
 
     def mutation_rate_per_s(self) -> float:
         with self._lock:
@@ -210,6 +225,9 @@ class MutationQuota:
                 f"strict={self.strict}, tokens~{self._tokens:g})")
 
     # --- internals (under the lock) -----------------------------------------------------------------------
+
+    def _debt_s(self) -> float:
+        return -self._tokens / self._quota if self._tokens < 0 else 0.0
 
     def _refill(self) -> int:
         now = self._clock.now_ns()

@@ -12,8 +12,11 @@ Strategy "proportional" (Pulsar-compatible): ``compute_local_quota``
 --------------------------------------------------------------------
 Pulsar's ``ResourceQuotaCalculatorImpl``: ``quota = max(my + (configured - total) * my / total, floor)``, which is
 just ``configured * my / total`` (computed so: Pulsar's form loses digits when total >> configured): every
-participant keeps its current *fraction* of the total. ``all_usages`` holds every participant's usage
-*including mine* (as in Pulsar, where the total includes the local usage).
+participant keeps its current *fraction* of the total. Only the *sum* of ``all_usages`` is used, and mine is part
+of it: ``all_usages`` may list every participant's usage, mine included, or -- the shape Pulsar's
+``ResourceGroupService`` passes to ``ResourceQuotaCalculator.computeLocalQuota`` -- hold one element, the global
+total (``compute_local_quota(100, 20, [40])`` is 50, as in Pulsar's ``ResourceQuotaCalculatorImplTest``). What is
+required is what Pulsar requires: every value >= 0, and mine <= the total.
 PIP-82's example, usages 10/50/30 against 100: quotas 11.11/55.56/33.33. Total usage 0 (start-up) gives every
 participant the whole ``configured`` (n participants may briefly send n times the limit). The ``floor`` is
 Pulsar's 1 (a quota of 0 would mean unlimited), but never above ``configured`` itself.
@@ -136,17 +139,20 @@ def _proportional(configured: float, my: float, total: float) -> float:
 
 def compute_local_quota(configured: float, my_usage: float,
                         all_usages: Mapping[Any, float] | Iterable[float]) -> float:
-    """Pulsar's proportional local quota. ``all_usages``: every participant's usage, mine included (a mapping's
-    values, or any iterable of numbers). Returns ``UNLIMITED`` (-1) when ``configured <= 0``."""
+    """Pulsar's proportional local quota. ``all_usages``: the usages whose sum is the total, mine included --
+    every participant's (a mapping's values, or any iterable of numbers), or one element holding the global total
+    (Pulsar's call). Returns ``UNLIMITED`` (-1) when ``configured <= 0``."""
     _limit("configured", configured)
     _amount("my_usage", my_usage)
     values = list(all_usages.values() if isinstance(all_usages, Mapping) else all_usages)
     for v in values:
         _amount("every usage in all_usages", v)
-    if my_usage not in values:
-        raise ValueError(f"all_usages must hold every participant's usage, mine ({my_usage!r}) included; "
-                         f"got {values!r}")
-    return _proportional(configured, my_usage, math.fsum(values))
+    total = math.fsum(values)
+    if my_usage > total:
+        raise ValueError(f"my_usage ({my_usage!r}) is part of the total, so it must be <= sum(all_usages) "
+                         f"({total!r}); all_usages holds every participant's usage, mine included, or the global "
+                         f"total as one element; got {values!r}")
+    return _proportional(configured, my_usage, total)
 
 
 def _shave(make, x: float, lowest: float, cap: float) -> list[float]:

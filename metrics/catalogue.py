@@ -11,7 +11,7 @@ and documentation), the reference table ``docs/metrics.md`` is generated from th
 (``python -m metrics.catalogue --markdown > docs/metrics.md``; a test keeps the committed file equal), and tests
 check that what is scraped is exactly what is declared.
 
-Conventions (DESIGN.md section 7, REFERENCE.md "Prometheus conventions"):
+Conventions (after the Prometheus naming conventions):
 
 - one prefix, ``throttlescope_``, for ours; the PIP-211 offload metrics keep the seed's names
   (``brk_ledgeroffloader_*``) so that Pulsar operators find them;
@@ -202,7 +202,8 @@ CATALOGUE: tuple[Metric, ...] = (
        "Observed mutation rate per user and client id, summed over live participants."),
     _m("mutations", "throttlescope_mutation_throttle_time_seconds", "gauge", "seconds", _MUTATION, "max",
        "Report.mutation_quotas[].throttle_time_s",
-       "Current KIP-599 throttle time (-tokens / quota) per user and client id, longest over live participants."),
+       "KIP-599 throttle time per user and client id as Kafka reports it (strict: the last rejected request's, "
+       "counting down, 0 after an accepted overdraw; permissive: -tokens / quota), longest over live participants."),
     # ---------------------------------------------------------------- participants and policies
     _m("participants", "throttlescope_participants", "gauge", "participants", (), "count", "live state",
        "Live participants (reported within the last 2 report intervals)."),

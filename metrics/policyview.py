@@ -8,12 +8,15 @@ resource_group  the group's ``publishRateIn*`` / ``dispatchRateIn*`` (per second
 tenant          the tenant aggregate ``publishRate`` / ``dispatchRate`` (throttlescope extension)    yes
 namespace       none: a namespace policy is the default *per topic* (Pulsar), not a total            --
 topic           by precedence: topic policy > namespace policy > broker default per topic           yes
-subscription    by precedence: topic's > namespace's ``subscriptionDispatchRate`` > broker default   yes
+subscription    by precedence: the subscription's own ``dispatchRate`` > topic's > namespace's        yes
+                ``subscriptionDispatchRate`` > broker default
 ==============  ==================================================================================  ========
 
-(the precedence is ``limiter.policy.resolve``; a resource group applies to a topic through its namespace, else
-its tenant.) Participants read it to set their local limiters; the control plane reads it to know the capacity
-of every shared limit it leases (``controlplane.leases``), so both sides agree by construction.
+(the candidates, most specific first, are ``PolicySet.rate_candidates``, resolved by ``limiter.policy.resolve``;
+the resource group that applies to a topic is its own, else its namespace's, else its tenant's --
+``PolicySet.resource_group_of``.) Participants read it to set their local limiters; the control plane reads it
+to know the capacity of every shared limit it leases (``controlplane.leases``), so both sides agree by
+construction.
 """
 
 from __future__ import annotations
@@ -21,12 +24,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from limiter.levels import split_topic
 from limiter.mutation import MutationQuotaConfig
 from limiter.policy import Level, PolicyError, Rate, resolve
 from limiter.quota import Strategy
 
-from .report import PolicySet, to_rate
+from .report import DispatchRate, PolicySet, PublishRate, to_rate
 
 __all__ = ["PolicyView", "Limit", "PUBLISH", "DISPATCH", "SHARED_LEVELS", "UNLIMITED_MUTATIONS_PER_S"]
 
@@ -73,12 +75,13 @@ class PolicyView:
         return Rate(self._setting(msgs), self._setting(bytes_), 1)
 
     def resource_group_of(self, topic: str) -> str | None:
-        tenant, namespace, _ = split_topic(topic)
-        return self.ps.namespaceResourceGroups.get(namespace) or self.ps.tenantResourceGroups.get(tenant)
+        found = self.ps.resource_group_of(topic)
+        return None if found is None else found[0]
 
     def attachments(self) -> dict[tuple[Level, str], str]:
         out = {(Level.TENANT, t): g for t, g in self.ps.tenantResourceGroups.items()}
         out.update({(Level.NAMESPACE, n): g for n, g in self.ps.namespaceResourceGroups.items()})
+        out.update({(Level.TOPIC, t): g for t, g in self.ps.topicResourceGroups.items()})
         return out
 
     def limit(self, level: Level, direction: str, name: str) -> Limit:
@@ -111,25 +114,23 @@ class PolicyView:
         if level is Level.NAMESPACE:
             return Limit(_UNLIMITED, True, self.default_strategy)
         if level is Level.TOPIC:
-            _, namespace, topic = split_topic(name)
             policy = "publishRate" if publish else "dispatchRate"
             default = (self._broker_rate("maxPublishRatePerTopicInMessages", "maxPublishRatePerTopicInBytes")
                        if publish else self._broker_rate("dispatchThrottlingRatePerTopicInMsg",
                                                          "dispatchThrottlingRatePerTopicInByte"))
-            return self._resolved(topic, namespace, policy, default)
+            return self._resolved(self.ps.rate_candidates(policy, name), default)
         if level is Level.SUBSCRIPTION:
             if publish:
                 return Limit(_UNLIMITED, True, self.default_strategy)
-            _, namespace, topic = split_topic("/".join(name.split("/", 3)[:3]))   # t/ns/topic/subscription
+            tenant, namespace, topic, subscription = name.split("/", 3)   # t/ns/topic/subscription
             default = self._broker_rate("dispatchThrottlingRatePerSubscriptionInMsg",
                                         "dispatchThrottlingRatePerSubscriptionInByte")
-            return self._resolved(topic, namespace, "subscriptionDispatchRate", default)
+            return self._resolved(self.ps.rate_candidates(
+                "subscriptionDispatchRate", f"{tenant}/{namespace}/{topic}", subscription), default)
         return _NO_LIMIT
 
-    def _resolved(self, topic: str, namespace: str, policy: str, default: Rate) -> Limit:
-        tp, np_ = self.ps.topics.get(topic), self.ps.namespaces.get(namespace)
-        rate, source = resolve((Level.TOPIC, to_rate(getattr(tp, policy, None)) if tp else None),
-                               (Level.NAMESPACE, to_rate(getattr(np_, policy, None)) if np_ else None),
+    def _resolved(self, candidates: list[tuple[Level, PublishRate | DispatchRate | None]], default: Rate) -> Limit:
+        rate, source = resolve(*((level, to_rate(value)) for level, value in candidates),
                                (Level.BROKER, None if default.is_unlimited else default))
         return Limit(rate, True, self.default_strategy, None if source is None else source.value)
 

@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from limiter.levels import split_topic
 from limiter.policy import Level, PolicyError, Rate, check_limit
 
 __all__ = [
@@ -44,8 +45,8 @@ __all__ = [
     "Participant", "SharedUsage", "DimensionSnapshot", "BucketSnapshot", "QueueEntry", "QueueSnapshot",
     "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye",
     "PublishRate", "DispatchRate", "ResourceGroup", "MutationQuota", "MutationQuotaEntry", "LevelPolicies",
-    "TenantPolicies", "PolicySet", "UsageValues", "ReportResponse", "to_rate", "LimitKey", "QuotaStrategyName",
-    "QUOTA_STRATEGIES", "GrantAsk", "GrantRequest", "Grant", "GrantAnswer",
+    "TenantPolicies", "SubscriptionPolicies", "PolicySet", "UsageValues", "ReportResponse", "to_rate", "LimitKey",
+    "QuotaStrategyName", "QUOTA_STRATEGIES", "GrantAsk", "GrantRequest", "Grant", "GrantAnswer",
 ]
 
 MAX_NAME = 512          # limiter names, participant ids, producer names
@@ -237,7 +238,8 @@ class MutationQuotaSnapshot(StrictModel):
     client_id: Label
     tokens: Number = Field(description="KIP-599 bucket balance (may be negative)")
     rate: NonNeg = Field(0, description="Observed mutation rate per second")
-    throttle_time_s: NonNeg = Field(0, description="Current throttle time (-tokens / quota)")
+    throttle_time_s: NonNeg = Field(0, description="Throttle time as the quota reports it (strict: the last "
+                                                   "rejection's, counting down; permissive: -tokens / quota)")
 
 
 # ---------------------------------------------------------------- token grants (limiter.grants)
@@ -383,7 +385,8 @@ class DispatchRate(LenientModel):
     dispatchThrottlingRateInMsg: Limit = Field(-1, description="Messages per period; -1 (or 0) = unlimited")
     dispatchThrottlingRateInByte: Limit = Field(-1, description="Bytes per period; -1 (or 0) = unlimited")
     ratePeriodInSecond: Period = Field(1, description="Period in seconds (1..86400)")
-    relativeToPublishRate: StrictBool = Field(False, description="Rate relative to the publish rate (Pulsar)")
+    relativeToPublishRate: StrictBool = Field(False, description="Pulsar's rate relative to the topic's publish "
+                                                                 "rate: not supported, the admin API refuses true")
 
 
 class ResourceGroup(LenientModel):
@@ -426,6 +429,13 @@ class TenantPolicies(LenientModel):
     dispatchRate: DispatchRate | None = None
 
 
+class SubscriptionPolicies(LenientModel):
+    """A subscription's own policies (Pulsar's subscription-level dispatch rate, over the topic's and namespace's
+    ``subscriptionDispatchRate``)."""
+
+    dispatchRate: DispatchRate | None = None
+
+
 class PolicySet(LenientModel):
     """Every policy at once, as one document a participant applies."""
 
@@ -433,13 +443,44 @@ class PolicySet(LenientModel):
     resourceGroups: dict[str, ResourceGroup] = Field(default_factory=dict)
     tenantResourceGroups: dict[str, str] = Field(default_factory=dict, description="tenant -> resource group")
     namespaceResourceGroups: dict[str, str] = Field(default_factory=dict, description="'tenant/ns' -> resource group")
+    topicResourceGroups: dict[str, str] = Field(
+        default_factory=dict, description="'tenant/ns/topic' -> resource group (over its namespace's and tenant's)")
     tenants: dict[str, TenantPolicies] = Field(default_factory=dict, description="tenant -> aggregate limits")
     namespaces: dict[str, LevelPolicies] = Field(
         default_factory=dict, description="'tenant/ns' -> policies (defaults for each topic of the namespace)")
     topics: dict[str, LevelPolicies] = Field(default_factory=dict, description="'tenant/ns/topic' -> topic policies")
+    subscriptions: dict[str, SubscriptionPolicies] = Field(
+        default_factory=dict, description="'tenant/ns/topic/subscription' -> the subscription's own policies")
     brokerSettings: dict[str, bool | int | float | str] = Field(
         default_factory=dict, description="Every broker dynamic setting (defaults included)")
     mutationQuotas: list[MutationQuotaEntry] = Field(default_factory=list)
+
+    def resource_group_of(self, topic: str) -> tuple[str, str] | None:
+        """The resource group that applies to ``topic`` ('tenant/ns/topic') and what attaches it ('topic t/ns/x',
+        'namespace t/ns' or 'tenant t'): the topic's, else its namespace's, else its tenant's; None: none."""
+        tenant, namespace, topic = split_topic(topic)
+        for scope, attached, target in (("topic", self.topicResourceGroups, topic),
+                                        ("namespace", self.namespaceResourceGroups, namespace),
+                                        ("tenant", self.tenantResourceGroups, tenant)):
+            group = attached.get(target)
+            if group is not None:
+                return group, f"{scope} {target}"
+        return None
+
+    def rate_candidates(self, policy: str, topic: str, subscription: str | None = None
+                        ) -> list[tuple[Level, PublishRate | DispatchRate | None]]:
+        """The policies that may set a per-topic (``publishRate``, ``dispatchRate``) or per-subscription
+        (``subscriptionDispatchRate``) limit of ``topic``, most specific first, None where unset: the
+        subscription's own ``dispatchRate`` (for ``subscriptionDispatchRate`` with a ``subscription``), the
+        topic's policy, the namespace's. Pulsar's precedence; the broker default comes after them."""
+        _, namespace, topic = split_topic(topic)
+        tp, np_ = self.topics.get(topic), self.namespaces.get(namespace)
+        out: list[tuple[Level, PublishRate | DispatchRate | None]] = []
+        if policy == "subscriptionDispatchRate" and subscription is not None:
+            sp = self.subscriptions.get(f"{topic}/{subscription}")
+            out.append((Level.SUBSCRIPTION, sp.dispatchRate if sp is not None else None))
+        return out + [(Level.TOPIC, getattr(tp, policy, None) if tp is not None else None),
+                      (Level.NAMESPACE, getattr(np_, policy, None) if np_ is not None else None)]
 
     def quota_strategy(self, group: str | None = None) -> str:
         """How a shared quota is split: resource group ``group``'s own ``quotaStrategy`` if set, else the broker

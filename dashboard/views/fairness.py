@@ -62,7 +62,8 @@ def _groups(rgs: dict) -> None:
         return
     rows = derive.rg_rows(rgs)
     for g in rgs["resourceGroups"]:
-        attached = ", ".join([*(f"namespace {n}" for n in g["namespaces"]), *(f"tenant {t}" for t in g["tenants"])])
+        attached = ", ".join([*(f"topic {t}" for t in g.get("topics", [])), *(f"namespace {n}" for n in g["namespaces"]),
+                              *(f"tenant {t}" for t in g["tenants"])])
         q = g["configured"]
         st.markdown(f"**{g['name']}**: publish {q['publishRateInMsgs']:g} msgs/s, {q['publishRateInBytes']:g} B/s; "
                     f"dispatch {q['dispatchRateInMsgs']:g} msgs/s, {q['dispatchRateInBytes']:g} B/s "

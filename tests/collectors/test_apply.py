@@ -47,8 +47,13 @@ def test_dispatch_and_subscription_precedence() -> None:
                                   "dispatchThrottlingRatePerTopicInMsg": 400},
                   namespaces={"acme/web": {"subscriptionDispatchRate": {"dispatchThrottlingRateInMsg": 20}}},
                   topics={"acme/web/a": {"subscriptionDispatchRate": {"dispatchThrottlingRateInMsg": 5},
-                                         "dispatchRate": {"dispatchThrottlingRateInByte": 1000}}})
+                                         "dispatchRate": {"dispatchThrottlingRateInByte": 1000}}},
+                  subscriptions={"acme/web/a/own": {"dispatchRate": {"dispatchThrottlingRateInMsg": 2}},
+                                 "acme/x/b/own": {"dispatchRate": {"dispatchThrottlingRateInMsg": 3}}})
     view = PolicyView(ps)
+    own = view.limit(Level.SUBSCRIPTION, "dispatch", "acme/web/a/own")     # its own dispatchRate wins
+    assert (own.rate, own.source) == (Rate(2), "subscription")
+    assert view.limit(Level.SUBSCRIPTION, "dispatch", "acme/x/b/own").rate == Rate(3)   # over the broker default
     assert view.limit(Level.SUBSCRIPTION, "dispatch", "acme/web/a/sub").rate == Rate(5)
     assert view.limit(Level.SUBSCRIPTION, "dispatch", "acme/web/a/team/sub").rate == Rate(5)   # '/' in the name
     assert view.limit(Level.SUBSCRIPTION, "dispatch", "acme/web/b/sub").rate == Rate(20)
@@ -68,6 +73,10 @@ def test_groups_tenants_and_the_broker_level() -> None:
     assert view.resource_group_of("acme/web/t") == "g1"      # the namespace's group wins
     assert view.resource_group_of("acme/other/t") == "g2"    # else the tenant's
     assert view.resource_group_of("beta/x/t") is None
+    topical = PolicyView(policies(**{**ps.model_dump(), "topicResourceGroups": {"acme/web/t": "g2"}}))
+    assert topical.resource_group_of("acme/web/t") == "g2"     # the topic's own group wins over its namespace's
+    assert topical.resource_group_of("acme/web/u") == "g1"
+    assert topical.attachments()[(Level.TOPIC, "acme/web/t")] == "g2"
     g1 = view.limit(Level.RESOURCE_GROUP, "publish", "g1")
     assert (g1.rate, g1.shared, g1.strategy) == (Rate(1000), True, Strategy.FAIR)
     assert view.limit(Level.RESOURCE_GROUP, "dispatch", "g1").rate == Rate(-1, 5e6)
@@ -132,8 +141,12 @@ def test_applier_sets_every_level_and_the_per_participant_settings(world: dict[s
     assert alice is not None and alice.quota_per_s == 5 and alice.samples == 2
     assert world["mutations"].get("root", "x").quota_per_s == UNLIMITED_MUTATIONS_PER_S
     assert world["mutations"].get("bob", "x") is None
+    # a topic-level group: the producer is rebound to it, over its namespace's
+    applier.apply(policies(version=8, **{**GROUPED, "resourceGroups": {**GROUPED["resourceGroups"], "t": {}},
+                                         "topicResourceGroups": {"acme/web/clicks": "t"}}))
+    assert [lim.name for lim in producer.limiters if lim.level is Level.RESOURCE_GROUP] == ["t"]
     # detached: the producer is no longer under the group
-    applier.apply(policies(version=8, **{**GROUPED, "namespaceResourceGroups": {}}))
+    applier.apply(policies(version=9, **{**GROUPED, "namespaceResourceGroups": {}}))
     assert Level.RESOURCE_GROUP not in {lim.level for lim in producer.limiters}
 
 

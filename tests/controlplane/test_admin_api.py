@@ -45,8 +45,8 @@ def test_resource_group_lifecycle(admin: httpx.Client) -> None:
     assert admin.get(f"{V2}/resourcegroups/rg-life").json()["publishRateInMsgs"] == 100
     r = admin.put(f"{V2}/resourcegroups/rg-life", json={"publishRateInMsgs": 200})
     assert r.status_code == 204 and r.content == b"" and int(r.headers["X-Policy-Version"]) == v0 + 2
-    assert admin.get(f"{V2}/resourcegroups/rg-life").json() == {
-        "publishRateInMsgs": 200, "publishRateInBytes": -1, "dispatchRateInMsgs": -1, "dispatchRateInBytes": -1}
+    assert admin.get(f"{V2}/resourcegroups/rg-life").json() == {   # only the field sent changed
+        "publishRateInMsgs": 200, "publishRateInBytes": -1, "dispatchRateInMsgs": -1, "dispatchRateInBytes": 5e6}
     assert "rg-life" in admin.get(f"{V2}/resourcegroups").json()
     assert admin.delete(f"{V2}/resourcegroups/rg-life").status_code == 204
     r = admin.delete(f"{V2}/resourcegroups/rg-life")
@@ -59,16 +59,20 @@ def test_resource_group_lifecycle(admin: httpx.Client) -> None:
 def test_attach_detach(admin: httpx.Client, scope: str, path: str) -> None:
     group = f"rg-{scope}"
     r = admin.post(f"{V2}/{path}/resourcegroup/{group}")
-    assert r.status_code == 404 and "does not exist" in reason(r)
+    assert r.status_code == 412 and "does not exist" in reason(r) and "PUT /admin/v2/resourcegroups" in reason(r)
     assert admin.put(f"{V2}/resourcegroups/{group}", json={}).status_code == 201
-    assert admin.get(f"{V2}/{path}/resourcegroup").status_code == 404
+    r = admin.get(f"{V2}/{path}/resourcegroup")
+    assert r.status_code == 204 and r.content == b""
     assert admin.post(f"{V2}/{path}/resourcegroup/{group}").status_code == 204
-    assert admin.get(f"{V2}/{path}/resourcegroup").json() == group
+    r = admin.get(f"{V2}/{path}/resourcegroup")
+    assert r.text == group and r.headers["content-type"].startswith("text/plain")     # the bare name
     r = admin.delete(f"{V2}/resourcegroups/{group}")
-    assert r.status_code == 409 and f"{scope} " in reason(r) and "detach it first" in reason(r)
+    assert r.status_code == 412 and f"{scope} " in reason(r) and "detach it first" in reason(r)
     assert admin.get(f"{V2}/resourcegroups/{group}").status_code == 200
     assert admin.delete(f"{V2}/{path}/resourcegroup").status_code == 204
-    assert admin.delete(f"{V2}/{path}/resourcegroup").status_code == 404
+    v0 = version(admin)
+    assert admin.delete(f"{V2}/{path}/resourcegroup").status_code == 204   # none attached: succeeds, as a change
+    assert version(admin) == v0 + 1
     assert admin.put(f"{V2}/{path}/resourcegroup/{group}").status_code == 204   # PUT attaches too
     assert admin.delete(f"{V2}/{path}/resourcegroup").status_code == 204
     assert admin.delete(f"{V2}/resourcegroups/{group}").status_code == 204
@@ -78,31 +82,46 @@ POLICIES = [
     ("tenants/acme", "publishRate", {"publishThrottlingRateInMsg": 1000, "publishThrottlingRateInByte": 1e6}),
     ("tenants/acme", "dispatchRate", {"dispatchThrottlingRateInMsg": 10}),
     ("namespaces/acme/web", "publishRate", {"publishThrottlingRateInMsg": 100, "ratePeriodInSecond": 2}),
-    ("namespaces/acme/web", "dispatchRate", {"dispatchThrottlingRateInMsg": 50, "relativeToPublishRate": True}),
+    ("namespaces/acme/web", "dispatchRate", {"dispatchThrottlingRateInMsg": 50, "relativeToPublishRate": False}),
     ("namespaces/acme/web", "subscriptionDispatchRate", {"dispatchThrottlingRateInByte": 4096}),
     ("persistent/acme/web/clicks", "publishRate", {"publishThrottlingRateInMsg": 10}),
     ("persistent/acme/web/clicks", "dispatchRate", {"dispatchThrottlingRateInMsg": -1}),
     ("persistent/acme/web/clicks", "subscriptionDispatchRate", {"dispatchThrottlingRateInMsg": 0}),
+    ("persistent/acme/web/clicks/sub-a", "dispatchRate", {"dispatchThrottlingRateInMsg": 3}),
+    ("non-persistent/acme/web/views", "publishRate", {"publishThrottlingRateInByte": 2048}),
 ]
 
 
 @pytest.mark.parametrize("path,policy,body", POLICIES)
 def test_policies(admin: httpx.Client, path: str, policy: str, body: dict[str, Any]) -> None:
     url = f"{V2}/{path}/{policy}"
-    assert admin.get(url).status_code == 404
-    assert admin.delete(url).status_code == 404
+    r = admin.get(url)
+    assert r.status_code == 204 and r.content == b""                      # not set: no body (Pulsar's null)
     v0 = version(admin)
+    assert admin.delete(url).status_code == 204                            # removing what is not set succeeds
     r = admin.post(url, json=body)
-    assert r.status_code == 204 and int(r.headers["X-Policy-Version"]) == v0 + 1
+    assert r.status_code == 204 and int(r.headers["X-Policy-Version"]) == v0 + 2
+    assert "X-Ignored-Fields" not in r.headers
     got = admin.get(url).json()
     assert got.items() >= body.items() and got["ratePeriodInSecond"] == body.get("ratePeriodInSecond", 1)
-    r = admin.post(url, json={**body, "unknownField": 1})
-    assert r.status_code == 422 and "unknownField" in reason(r) and "allowed:" in reason(r)
     r = admin.put(url, json={next(iter(body)): -5})
     assert r.status_code == 422 and "-1 for unlimited" in reason(r)
-    assert admin.get(url).json() == got and version(admin) == v0 + 1          # rejected calls changed nothing
+    assert admin.get(url).json() == got and version(admin) == v0 + 2          # a rejected call changed nothing
+    r = admin.post(url, json={**body, "unknownField": 1, "other": {"x": 1}})  # unknown fields: ignored, named
+    assert r.status_code == 204 and r.headers["X-Ignored-Fields"] == "other, unknownField"
+    assert admin.get(url).json() == got
     assert admin.delete(url).status_code == 204
-    assert admin.get(url).status_code == 404
+    assert admin.get(url).status_code == 204
+
+
+@pytest.mark.parametrize("path", ["namespaces/acme/rel/dispatchRate", "namespaces/acme/rel/subscriptionDispatchRate",
+                                  "persistent/acme/rel/t/dispatchRate", "persistent/acme/rel/t/s/dispatchRate",
+                                  "tenants/acme-rel/dispatchRate"])
+def test_relative_dispatch_rates_are_refused_not_ignored(admin: httpx.Client, path: str) -> None:
+    v0 = version(admin)
+    r = admin.post(f"{V2}/{path}", json={"dispatchThrottlingRateInMsg": 10, "relativeToPublishRate": True})
+    assert r.status_code == 400 and "relativeToPublishRate must be false" in reason(r) and "absolute" in reason(r)
+    assert admin.get(f"{V2}/{path}").status_code == 204 and version(admin) == v0
 
 
 def test_effective_limits_precedence(admin: httpx.Client) -> None:
@@ -133,39 +152,56 @@ def test_effective_limits_precedence(admin: httpx.Client) -> None:
     assert body["broker"]["preciseDispatcherFlowControl"] is False
     r = admin.get(base, params={"subscription": "bad\u0001"})
     assert r.status_code == 422
+    # a subscription's own dispatch rate, and a topic's own resource group, win over the wider ones
+    admin.post(f"{V2}/persistent/eff/ns/t1/s1/dispatchRate", json={"dispatchThrottlingRateInMsg": 4})
+    admin.put(f"{V2}/resourcegroups/rg-eff-topic", json={"dispatchRateInMsgs": 9})
+    assert admin.post(f"{V2}/persistent/eff/ns/t1/resourceGroup", content=b"rg-eff-topic").status_code == 204
+    body = admin.get(base, params={"subscription": "s1"}).json()
+    assert body["subscriptionDispatchRate"]["source"] == "subscription"
+    assert body["subscriptionDispatchRate"]["rate"]["msgs"] == 4
+    aggs = {(a["level"], a["direction"]): a for a in body["aggregates"]}
+    assert aggs[("resource_group", "dispatch")]["name"] == "rg-eff-topic"
+    assert aggs[("resource_group", "dispatch")]["attachedTo"] == "topic eff/ns/t1"
+    assert admin.get(base, params={"subscription": "s2"}).json()["subscriptionDispatchRate"]["source"] == "namespace"
+    non_persistent = admin.get(f"{V2}/non-persistent/eff/ns/t1/effectiveLimits", params={"subscription": "s1"})
+    assert non_persistent.json() == body                                   # the same topic, either domain
     admin.delete(f"{V2}/brokers/configuration/maxPublishRatePerTopicInMessages")
 
 
 def test_broker_settings(admin: httpx.Client) -> None:
     names = admin.get(f"{V2}/brokers/configuration").json()
     assert "managedLedgerOffloadBrokerFlowPermitsPerSecond" in names and len(names) == 15
-    values = admin.get(f"{V2}/brokers/configuration/values").json()
-    assert values["dispatchThrottlingOnNonBacklogConsumerEnabled"] is True and set(values) == set(names)
+    runtime = admin.get(f"{V2}/brokers/configuration/runtime").json()
+    assert runtime["dispatchThrottlingOnNonBacklogConsumerEnabled"] is True and set(runtime) == set(names)
+    assert "dispatchThrottlingRateInMsg" not in admin.get(f"{V2}/brokers/configuration/values").json()
     assert admin.post(f"{V2}/brokers/configuration/dispatchThrottlingRateInMsg/250").status_code == 204
     assert admin.post(f"{V2}/brokers/configuration/managedLedgerOffloadBrokerFlowPermitsPerSecond/1e6"
                       ).status_code == 204
     assert admin.post(f"{V2}/brokers/configuration/preciseDispatcherFlowControl/TRUE").status_code == 204
-    values = admin.get(f"{V2}/brokers/configuration/values").json()
+    values = admin.get(f"{V2}/brokers/configuration/values").json()   # the overridden ones only
     assert values["dispatchThrottlingRateInMsg"] == 250 and values["preciseDispatcherFlowControl"] is True
     assert values["managedLedgerOffloadBrokerFlowPermitsPerSecond"] == 1e6
+    assert "dispatchThrottlingOnNonBacklogConsumerEnabled" not in values
+    assert admin.get(f"{V2}/brokers/configuration/runtime").json()["dispatchThrottlingRateInMsg"] == 250
     r = admin.post(f"{V2}/brokers/configuration/dispatchThrottlingOnBatchMessageEnabled/true")
     assert r.status_code == 409 and "mutually exclusive" in reason(r)
     v0 = version(admin)
     for bad in ("-2", "nan", "inf", "abc"):
         r = admin.post(f"{V2}/brokers/configuration/dispatchThrottlingRateInMsg/{bad}")
-        assert r.status_code == 400 and "dispatchThrottlingRateInMsg" in reason(r), bad
+        assert r.status_code == 412 and "dispatchThrottlingRateInMsg" in reason(r), bad
     r = admin.post(f"{V2}/brokers/configuration/preciseDispatcherFlowControl/yes")
-    assert r.status_code == 400 and "'true' or 'false'" in reason(r)
+    assert r.status_code == 412 and "'true' or 'false'" in reason(r)
     r = admin.post(f"{V2}/brokers/configuration/noSuchSetting/1")
-    assert r.status_code == 404 and "dispatchThrottlingRatePerTopicInMsg" in reason(r)
-    assert admin.delete(f"{V2}/brokers/configuration/noSuchSetting").status_code == 404
+    assert r.status_code == 412 and "dispatchThrottlingRatePerTopicInMsg" in reason(r)
+    assert admin.delete(f"{V2}/brokers/configuration/noSuchSetting").status_code == 412
     assert version(admin) == v0
     for name in ("dispatchThrottlingRateInMsg", "preciseDispatcherFlowControl",
                  "managedLedgerOffloadBrokerFlowPermitsPerSecond"):
         assert admin.delete(f"{V2}/brokers/configuration/{name}").status_code == 204
-    r = admin.delete(f"{V2}/brokers/configuration/dispatchThrottlingRateInMsg")
-    assert r.status_code == 404 and "default" in reason(r)
-    assert admin.get(f"{V2}/brokers/configuration/values").json()["dispatchThrottlingRateInMsg"] == 0
+    assert admin.delete(f"{V2}/brokers/configuration/dispatchThrottlingRateInMsg").status_code == 204  # not overridden
+    assert version(admin) == v0 + 4
+    assert admin.get(f"{V2}/brokers/configuration/runtime").json()["dispatchThrottlingRateInMsg"] == 0
+    assert "dispatchThrottlingRateInMsg" not in admin.get(f"{V2}/brokers/configuration/values").json()
 
 
 def test_mutation_quotas(admin: httpx.Client) -> None:
@@ -258,7 +294,7 @@ def test_openapi_is_the_contract(shared_cp: ControlPlane) -> None:
     assert all(op.get("summary") for _, _, op in ops)
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     rg = doc["components"]["schemas"]["ResourceGroupBody"]
-    assert rg["additionalProperties"] is False and rg["properties"]["publishRateInMsgs"]["description"]
+    assert rg["additionalProperties"] is True and rg["properties"]["publishRateInMsgs"]["description"]
     put = doc["paths"]["/admin/v2/resourcegroups/{group}"]["put"]
     assert {"201", "204", "401", "403", "413", "422"} <= set(put["responses"])
     assert put["responses"]["422"]["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/Error"

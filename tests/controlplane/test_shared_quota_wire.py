@@ -1,4 +1,4 @@
-"""Wire additions for the shared quota (issue #4): suppressed usage (usage_unchanged), quotaStrategy per resource
+"""Wire additions for the shared quota: suppressed usage (usage_unchanged), quotaStrategy per resource
 group, the defaultQuotaStrategy broker setting."""
 
 from __future__ import annotations
@@ -62,11 +62,13 @@ def test_quota_strategy_through_the_admin_api(start_cp: Any) -> None:
     r = admin.put(url, json={"publishRateInMsgs": 100, "quotaStrategy": "banana"})
     assert r.status_code == 422 and "fair" in r.text
     assert admin.put(url, json={"publishRateInMsgs": 100}).status_code == 204
-    assert "quotaStrategy" not in admin.get(url).json()                  # back to the broker default
+    assert admin.get(url).json()["quotaStrategy"] == "proportional"     # not sent: unchanged (read-modify-write)
+    assert admin.put(url, json={"quotaStrategy": None}).status_code == 204
+    assert "quotaStrategy" not in admin.get(url).json()                  # null: back to the broker default
     name = "defaultQuotaStrategy"
-    assert admin.get("/admin/v2/brokers/configuration/values").json()[name] == "fair"
+    assert admin.get("/admin/v2/brokers/configuration/runtime").json()[name] == "fair"
     r = admin.post(f"/admin/v2/brokers/configuration/{name}/sometimes")
-    assert r.status_code == 400 and "'fair', 'proportional'" in r.json()["reason"]
+    assert r.status_code == 412 and "'fair', 'proportional'" in r.json()["reason"]
     assert admin.post(f"/admin/v2/brokers/configuration/{name}/Proportional").status_code == 204
     assert admin.get("/admin/v2/brokers/configuration/values").json()[name] == "proportional"
     assert admin.put("/admin/v2/namespaces/acme/web/resourcegroup/rg-s").status_code == 204

@@ -60,7 +60,7 @@ def test_a_topic_limit_edited_on_the_page_is_stored_audited_and_applied(env: Sta
     diff = next(d.value for d in at.dataframe if "changed" in d.value.columns)
     row = diff[diff["field"] == "publishThrottlingRateInMsg"].iloc[0]
     assert (row["old"], row["new"], row["changed"]) == ("(not set)", "15", "yes")
-    assert cp.get("/admin/v2/persistent/acme/web/views/publishRate").status_code == 404   # not sent yet
+    assert cp.get("/admin/v2/persistent/acme/web/views/publishRate").status_code == 204   # not sent yet
     click(at, "limits.confirm")
     assert any(f"policy version {before + 1}" in s.value for s in at.success)
     assert cp.get("/admin/v2/persistent/acme/web/views/publishRate").json()["publishThrottlingRateInMsg"] == 15
@@ -108,7 +108,7 @@ def test_a_refusal_shows_the_control_planes_reason_and_changes_nothing(env: Stac
     errors = [e.value for e in at.error]
     assert any("HTTP 409" in e and "mutually exclusive" in e and "Nothing was changed" in e for e in errors), errors
     assert audit_total(env) == total
-    assert cp.get("/admin/v2/brokers/configuration/values").json()["preciseDispatcherFlowControl"] is False
+    assert cp.get("/admin/v2/brokers/configuration/runtime").json()["preciseDispatcherFlowControl"] is False
 
 
 def test_offload_permits_resource_groups_and_mutation_quotas_are_editable(env: Stack) -> None:
@@ -124,6 +124,9 @@ def test_offload_permits_resource_groups_and_mutation_quotas_are_editable(env: S
     at.number_input(key="rg.rg-new.publishRateInMsgs").set_value(100).run()
     click(click(at, "rg.review"), "limits.confirm")
     assert cp.get("/admin/v2/resourcegroups/rg-new").json()["publishRateInMsgs"] == 100
+    at.text_input(key="rg.rg-new.attach").set_value("acme/attached").run()       # the old side: none attached
+    click(click(at, "rg.review"), "limits.confirm")
+    assert cp.get("/admin/v2/namespaces/acme/attached/resourcegroup").text == "rg-new"
     at.text_input(key="mq.user").set_value("carol").run()
     at.number_input(key="mq.carol.<default>.q").set_value(7).run()
     click(click(at, "mq.review"), "limits.confirm")

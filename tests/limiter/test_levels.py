@@ -55,6 +55,18 @@ def test_resource_group_of_the_namespace_wins_over_the_tenants_and_rebinds_produ
     assert [lim.name for lim in p.limiters if lim.level is Level.RESOURCE_GROUP] == ["silver"]
 
 
+def test_resource_group_of_the_topic_wins_over_its_namespaces_and_tenants(limits):
+    clicks, views = limits.producer("acme/web/clicks"), limits.producer("acme/web/views")
+    limits.attach_resource_group(Level.TENANT, "acme", "silver")
+    limits.attach_resource_group(Level.NAMESPACE, "acme/web", "gold")
+    limits.attach_resource_group(Level.TOPIC, "acme/web/clicks", "platinum")
+    assert limits.resource_group_of("acme/web/clicks") == "platinum"
+    assert [lim.name for lim in clicks.limiters if lim.level is Level.RESOURCE_GROUP] == ["platinum"]
+    assert [lim.name for lim in views.limiters if lim.level is Level.RESOURCE_GROUP] == ["gold"]
+    limits.attach_resource_group(Level.TOPIC, "acme/web/clicks", None)
+    assert [lim.name for lim in clicks.limiters if lim.level is Level.RESOURCE_GROUP] == ["gold"]
+
+
 @pytest.mark.parametrize("level, reason", [
     (Level.BROKER, ThrottleReason.BROKER_RATE), (Level.TENANT, ThrottleReason.TENANT_RATE),
     (Level.NAMESPACE, ThrottleReason.NAMESPACE_RATE), (Level.RESOURCE_GROUP, ThrottleReason.RESOURCE_GROUP_RATE),
@@ -116,8 +128,8 @@ def test_bad_topic_names_are_explained(topic):
 def test_levels_are_used_where_they_belong(limits):
     with pytest.raises(PolicyError, match="set_topic_policy"):
         limits.set_limit(Level.TOPIC, "acme/web/x", Rate(msgs=1))
-    with pytest.raises(PolicyError, match="tenant or a namespace"):
-        limits.attach_resource_group(Level.TOPIC, "acme/web/x", "gold")
+    with pytest.raises(PolicyError, match="a tenant, a namespace or a topic, not a subscription"):
+        limits.attach_resource_group(Level.SUBSCRIPTION, "acme/web/x/s", "gold")
     with pytest.raises(PolicyError, match="topic, namespace or broker"):
         limits.set_topic_policy(Level.TENANT, "acme", Rate(msgs=1))
     assert split_topic("persistent://acme/web/x") == ("acme", "acme/web", "acme/web/x")

@@ -22,13 +22,14 @@ pytestmark = pytest.mark.unit
 def test_seed_worked_example_burst_of_560_leaves_minus_60_and_12_s(clock):
     q = MutationQuota(quota_per_s=5, window_s=1.0, samples=100, strict=True, clock=clock)
     assert q.burst == 500 and q.tokens() == 500
-    assert q.record(560) == pytest.approx(12.0)  # admitted: the bucket was >= 0
-    assert q.tokens() == pytest.approx(-60)
-    assert q.throttle_time_s() == pytest.approx(12.0)
+    assert q.record(560) == 0           # admitted: the bucket was >= 0, and the request that overdraws is not throttled
+    assert q.tokens() == pytest.approx(-60)     # the debt stays visible
+    assert q.throttle_time_s() == 0             # strict: nothing was rejected yet
     with pytest.raises(ThrottlingQuotaExceeded) as info:
         q.record(1)
     assert info.value.throttle_time_s == pytest.approx(12.0)
     assert q.tokens() == pytest.approx(-60)  # nothing recorded
+    assert q.throttle_time_s() == pytest.approx(12.0)
     clock.advance(6)
     assert q.throttle_time_s() == pytest.approx(6.0)
     with pytest.raises(ThrottlingQuotaExceeded) as info:
@@ -36,8 +37,44 @@ def test_seed_worked_example_burst_of_560_leaves_minus_60_and_12_s(clock):
     assert info.value.throttle_time_s == pytest.approx(6.0)
     clock.advance(6)
     assert q.throttle_time_s() == 0 and q.tokens() == pytest.approx(0)
-    q.record(1)  # K = 0 >= 0: admitted
-    assert q.tokens() == pytest.approx(-1)
+    assert q.record(1) == 0  # K = 0 >= 0: admitted
+    assert q.tokens() == pytest.approx(-1) and q.throttle_time_s() == 0
+
+
+# Kafka's own cases (core/src/test/scala/unit/kafka/server/ControllerMutationQuotaManagerTest.scala): a quota of
+# 10/s over 10 samples of 1 s, so a bucket of 100 tokens.
+def test_kafka_strict_controller_mutation_quota_violation(clock):
+    q = MutationQuota(quota_per_s=10, window_s=1.0, samples=10, strict=True, clock=clock)
+    assert q.record(90) == 0 and q.throttle_time_s() == 0          # tokens 10: accepted, not exhausted
+    assert q.record(90) == 0 and q.throttle_time_s() == 0          # tokens -80: accepted, throttle time 0
+    assert q.tokens() == pytest.approx(-80)
+    with pytest.raises(ThrottlingQuotaExceeded) as info:            # no tokens: rejected at once
+        q.record(90)
+    assert info.value.throttle_time_s == pytest.approx(8.0) == q.throttle_time_s()
+    clock.advance(5)
+    assert q.throttle_time_s() == pytest.approx(3.0)                # adjusted with time
+
+
+def test_kafka_permissive_controller_mutation_quota_violation(clock):
+    q = MutationQuota(quota_per_s=10, window_s=1.0, samples=10, strict=False, clock=clock)
+    assert q.record(90) == 0 and q.throttle_time_s() == 0
+    assert q.record(90) == pytest.approx(8.0) == q.throttle_time_s()
+    assert q.record(90) == pytest.approx(17.0) == q.throttle_time_s()   # accepted even though exhausted
+    clock.advance(5)
+    assert q.throttle_time_s() == pytest.approx(12.0)
+
+
+def test_kafka_quota_manager_spike_is_accepted_then_the_next_waits_its_throttle_time(clock):
+    q = MutationQuota(quota_per_s=10, window_s=1.0, samples=10, clock=clock)
+    for _ in range(10):                                   # under the quota: never throttled
+        assert q.record(10) == 0
+        clock.advance(1)
+    assert q.record(110) == 0                             # 100 tokens: the spike is accepted, not throttled
+    with pytest.raises(ThrottlingQuotaExceeded) as info:  # -10 tokens: the next spike waits 10 / 10 = 1 s
+        q.record(110)
+    assert info.value.throttle_time_s == pytest.approx(1.0)
+    clock.advance(info.value.throttle_time_s)
+    assert q.record(110) == 0                             # retried after the throttle time: accepted
 
 
 def test_design_example_and_kafka_defaults(clock):
@@ -78,7 +115,7 @@ def test_strict_rejects_only_below_zero_and_one_request_may_overdraw(clock):
 def test_negative_n_unrecords_capped_at_burst_and_is_never_rejected(clock):
     q = MutationQuota(quota_per_s=5, samples=100, clock=clock)
     q.record(560)
-    assert q.record(-30) == pytest.approx(6.0)  # strict, negative balance, but un-recording is allowed
+    assert q.record(-30) == 0  # strict, negative balance, but un-recording is allowed (and never throttled)
     assert q.tokens() == pytest.approx(-30)
     q.record(-10_000)
     assert q.tokens() == pytest.approx(500)
@@ -103,7 +140,9 @@ def test_debt_is_kept_across_a_live_change(clock):
     q.record(560)
     q.quota_per_s = 10
     assert q.tokens() == pytest.approx(-60)
-    assert q.throttle_time_s() == pytest.approx(6.0)
+    with pytest.raises(ThrottlingQuotaExceeded) as info:
+        q.record(1)
+    assert info.value.throttle_time_s == pytest.approx(6.0)    # repaid at the new rate
 
 
 def test_mutation_rate_is_recorded_over_samples_times_window(clock):
@@ -184,20 +223,26 @@ def test_concurrent_strict_records_admit_exactly_while_non_negative(clock):
 def test_tokens_never_exceed_burst_and_strict_overdraw_is_one_request(steps, strict):
     clock = ManualClock()
     q = MutationQuota(quota_per_s=3, window_s=1.0, samples=5, strict=strict, clock=clock)
+    rejected_s, rejected_at_s = 0.0, clock.now_s()   # Kafka's lastThrottleTimeMs and when it was set
     for advance_s, n in steps:
         clock.advance(advance_s)
         before = q.tokens()
         try:
-            q.record(n)
+            answered = q.record(n)
         except ThrottlingQuotaExceeded as exc:
             assert strict and before < 0 and n > 0
             assert exc.throttle_time_s == pytest.approx(-before / 3)
             assert q.tokens() == pytest.approx(before)
+            rejected_s, rejected_at_s = exc.throttle_time_s, clock.now_s()
+        else:
+            assert answered == (0 if strict else pytest.approx(max(0.0, -q.tokens() / 3)))
         tokens = q.tokens()
         assert tokens <= q.burst + 1e-9
         if strict:
             assert tokens >= -300 - 1e-9  # only a request that found K >= 0 can overdraw
-        assert q.throttle_time_s() == pytest.approx(max(0.0, -tokens / 3))
+            assert q.throttle_time_s() == pytest.approx(max(0.0, rejected_s - (clock.now_s() - rejected_at_s)))
+        else:
+            assert q.throttle_time_s() == pytest.approx(max(0.0, -tokens / 3))
 
 
 # --- the registry -------------------------------------------------------------------------------------------
@@ -257,9 +302,12 @@ def test_registry_snapshot_has_tokens_rate_and_throttle_time(clock):
     reg.record("alice", "app", 560)
     (row,) = reg.snapshot()
     assert row["user"] == "alice" and row["client_id"] == "app"
-    assert row["tokens"] == pytest.approx(-60)
+    assert row["tokens"] == pytest.approx(-60)            # the debt is visible
     assert row["mutation_rate_per_s"] == pytest.approx(5.6)
-    assert row["throttle_time_s"] == pytest.approx(12)
+    assert row["throttle_time_s"] == 0                    # strict: the overdrawing request was not throttled
+    with pytest.raises(ThrottlingQuotaExceeded):
+        reg.record("alice", "app", 1)
+    assert reg.snapshot()[0]["throttle_time_s"] == pytest.approx(12)   # the rejected one was
 
 
 # --- the client helper --------------------------------------------------------------------------------------

@@ -57,12 +57,35 @@ def test_proportional_floor_is_one_but_never_above_configured():
     (100, math.nan, [1], "my_usage"),
     (100, 5, [5, math.inf], "every usage"),
     (100, True, [True], "my_usage"),
-    (100, 5, [10, 20], "mine \\(5\\) included"),
-    (100, 5, [], "mine"),
+    (100, 25, [10, 10], "my_usage \\(25\\) is part of the total, so it must be <= sum\\(all_usages\\) \\(20"),
+    (100, 5, [], "must be <= sum"),
 ])
 def test_proportional_rejects_bad_usage(configured, my, all_usages, match):
     with pytest.raises(ValueError, match=match):
         compute_local_quota(configured, my, all_usages)
+
+
+# Pulsar's own cases (ResourceQuotaCalculatorImplTest): ResourceGroupService passes the *global total* as a
+# one-element array, mine being part of it. Pulsar truncates to a long; we keep the fraction.
+def test_pulsar_calculator_cases_with_the_global_total_as_one_element():
+    assert compute_local_quota(-1, 0, [0]) == UNLIMITED                   # testRQCalcNegativeConfTest
+    with pytest.raises(ValueError, match="my_usage"):
+        compute_local_quota(0, -1, [0])                                     # testRQCalcNegativeLocalUsageTest
+    with pytest.raises(ValueError, match="every usage"):
+        compute_local_quota(0, 0, [-1])                                     # testRQCalcNegativeAllUsageTest
+    assert compute_local_quota(100, 20, [40]) == 50 > 20                  # testRQCalcGlobUsedLessThanConfigTest
+    assert compute_local_quota(100, 20, [100]) == 20                      # testRQCalcGlobUsedEqualsToConfigTest
+    assert 20 > compute_local_quota(100, 20, [150]) == approx(40 / 3)     # testRQCalcGlobUsedGreaterThanConfigTest
+    q1, q2 = compute_local_quota(100, 20, [60]), compute_local_quota(100, 40, [60])
+    assert q1 / q2 == approx(20 / 40) and (q1, q2) == approx((100 / 3, 200 / 3))  # ...ProportionalIncrementTest
+    assert compute_local_quota(10, 0, [0]) == 10                          # testRQCalcGlobUsedZeroTest
+
+
+def test_the_total_and_the_list_of_usages_give_the_same_quota():
+    usages = {"b1": 10, "b2": 50, "b3": 30}
+    for mine in usages.values():
+        assert compute_local_quota(100, mine, [sum(usages.values())]) == compute_local_quota(100, mine, usages)
+    assert compute_local_quota(100, 90, [90]) == 100                       # alone: the whole quota
 
 
 @pytest.mark.parametrize("configured", [math.nan, math.inf, -math.inf, "100", None])
@@ -72,6 +95,12 @@ def test_proportional_rejects_bad_configured(configured):
 
 
 usage_lists = st.lists(st.floats(0, 1e9, allow_nan=False), min_size=1, max_size=10)
+
+
+@given(usages=usage_lists, configured=st.floats(1e-3, 1e9))
+def test_property_mine_is_always_within_the_total_of_a_list_holding_it(usages, configured):
+    for u in usages:    # fsum rounds the exact sum, which is >= u, to nearest: never below u
+        assert compute_local_quota(configured, u, usages) == compute_local_quota(configured, u, [math.fsum(usages)])
 
 
 @given(usages=usage_lists, configured=st.floats(-1e6, 0))

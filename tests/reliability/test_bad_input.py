@@ -33,11 +33,13 @@ SAMPLE = {"name": "dispatchThrottlingRateInMsg", "value": "1", "user": "u", "cli
 MIB = 1024 * 1024
 
 
-def body_operations(cp: ControlPlane) -> list[tuple[str, str]]:
+def body_operations(cp: ControlPlane) -> list[tuple[str, str, bool]]:
+    """(method, path, takes JSON) of every operation with a body; the others take text (a bare name)."""
     doc = httpx.get(cp.url + "/openapi.json").json()
-    ops = [(method.upper(), re.sub(r"\{(\w+)\}", lambda m: SAMPLE.get(m.group(1), "x"), path))
+    ops = [(method.upper(), re.sub(r"\{(\w+)\}", lambda m: SAMPLE.get(m.group(1), "x"), path),
+            "application/json" in op["requestBody"]["content"])
            for path, methods in doc["paths"].items() for method, op in methods.items() if "requestBody" in op]
-    assert len(ops) >= 20 and ("POST", "/v1/report") in ops and ("POST", "/v1/goodbye") in ops
+    assert len(ops) >= 20 and ("POST", "/v1/report", True) in ops and ("POST", "/v1/goodbye", True) in ops
     return ops
 
 
@@ -87,8 +89,10 @@ def test_every_body_is_guarded_and_a_refused_body_stores_nothing(start_cp: Any) 
     admin = cp.client(ADMIN)
     ops = body_operations(cp)
     failures = []
-    for method, path in ops:
+    for method, path, takes_json in ops:
         for what, headers, content, status, words in CASES:
+            if not takes_json and status == 422:   # a text body's own rules: test_pulsar_admin_client.py
+                continue
             r = admin.request(method, path, headers=headers, content=content() if callable(content) else content)
             try:
                 reason = r.json()["reason"]
