@@ -52,6 +52,7 @@ class Workload:
     sizes: list[int] | None = None  # a batch job with these partition sizes (else a stream)
     pace_per_task: float = 0.0      # demand below the limit
     during: str | None = None       # "cut" or "kill"
+    job: str = "helpers"            # "helpers" (mapInArrow through the public helpers) or "publish" (the job)
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -69,6 +70,9 @@ def workloads(quick: bool) -> list[Workload]:
                  sizes=[rows // 64] * 64),
         Workload("batch, 8 tasks, one 10x", "topic", ("ours",), partitions=8,
                  sizes=[rows * 10 // 17] + [rows // 17] * 7),
+        Workload("publish job, stream, 1 topic, 2 tasks", "topic", ("ours",), job="publish"),
+        Workload("publish job, batch, 3 topics, tenant limit, 4 tasks", "tenant", ("ours",), partitions=4,
+                 topics=three, sizes=[rows // 4] * 4, job="publish"),
         Workload("stream, demand 60 % of the limit", "topic", ("ours", "static", "redis"),
                  pace_per_task=0.3 * LIMIT),
         Workload("stream, live cut to 30 % and back", "topic", ("ours",), during="cut"),
@@ -145,12 +149,16 @@ class Bench:
                       pace_per_task=w.pace_per_task)
         marks: dict[str, float] = {}
         started = time.time()
-        if w.sizes is not None:
+        if w.job == "publish":
+            events = jobs.publish(self.spark, topics, str(log_dir), w.partitions, WARMUP_S + self.duration_s,
+                                  sum(w.sizes) if w.sizes else None)
+        elif w.sizes is not None:
             jobs.batch(self.spark, fn, w.sizes)
         else:
             jobs.stream(self.spark, fn, w.partitions, int(LIMIT), WARMUP_S + self.duration_s,
                         self._during(w, kind, marks))
-        events = windows.read_events(log_dir)
+        if w.job != "publish":
+            events = windows.read_events(log_dir)
         shutil.rmtree(log_dir, ignore_errors=True)
         if not events:
             raise RuntimeError(f"{w.name} ({kind}): nothing was admitted")

@@ -14,8 +14,8 @@ a producer or a producer goes away):
 - a pool below half its chunk, or with a producer waiting, asks for a chunk (plus its debt, if the first send of a
   task overdrew it); the control plane answers with what is free and the fair chunk for next time, or 0 and
   ``retry_s`` -- the keeper asks that limit again no sooner;
-- a pool whose producers are gone (the task ended: its producers were garbage collected) or that admitted nothing
-  for ``IDLE_S`` (while none of its producers waited, on it or on another level) gives its unspent tokens back
+- a pool whose producers are gone (the task ended: its producers were garbage collected) or that for ``IDLE_S``
+  admitted nothing and had none of its producers waiting (on it or on another level) gives its unspent tokens back
   at once, so the worker that gets the next task finds them.
 A steadily sending participant asks about four times a second per limit; a task's first send waits one round
 trip; the gap between two micro-batches is caught up, because the window counts grants, not time.
@@ -101,11 +101,13 @@ class Grants:
         return None if last is None else (last.fair_msgs_per_s, last.fair_bytes_per_s)
 
     def chunk(self, key: str, limit: Rate) -> tuple[float, float]:
+        """The fair chunk to ask for next: what the control plane last said, else ``DEFAULT_CHUNK_S`` of the
+        whole limit. (An answer to a give-back says 0: it is no chunk, and must not stop the next ask.)"""
         last = self._last.get(key)
-        if last is not None and last.chunk_msgs >= 0:
-            return last.chunk_msgs, last.chunk_bytes
-        return (limit.msgs * min(1.0, DEFAULT_CHUNK_S / limit.period_s) if limit.msgs_limited else 0.0,
-                limit.bytes * min(1.0, DEFAULT_CHUNK_S / limit.period_s) if limit.bytes_limited else 0.0)
+        share = min(1.0, DEFAULT_CHUNK_S / limit.period_s)
+        said = (last.chunk_msgs, last.chunk_bytes) if last is not None else (0.0, 0.0)
+        return (said[0] if said[0] > 0 else limit.msgs * share if limit.msgs_limited else 0.0,
+                said[1] if said[1] > 0 else limit.bytes * share if limit.bytes_limited else 0.0)
 
     def due(self, key: str, now: float) -> bool:
         return now >= self._retry_at.get(key, -math.inf)
@@ -122,6 +124,10 @@ class Grants:
                         safe_bytes_per_s=max(0.0, last.safe_bytes_per_s) if last else 0.0)
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
+        last = self._last.get(grant.key)
+        if last is not None and ask.wants_msgs <= 0 and ask.wants_bytes <= 0:
+            # a give-back's answer: keep the chunk of the last real answer (its own chunk is 0)
+            grant = grant.model_copy(update={"chunk_msgs": last.chunk_msgs, "chunk_bytes": last.chunk_bytes})
         self._last[grant.key] = grant
         self._most_holders = max(self._most_holders, grant.holders)
         short = ((ask.wants_msgs > 0 and 0 <= grant.msgs < ask.wants_msgs)
@@ -212,9 +218,9 @@ class GrantKeeper:
         seen = set()
         for pool in self._pools():
             seen.add(pool.key)
-            moved_at = self._moved_at(pool.key, pool.admitted, now)
+            moved_at = self._moved_at(pool.key, pool.admitted, now, pool.waiting or pool.held_up)
             held = tuple(max(0.0, b or 0.0) for b in pool.balance)
-            idle = not pool.waiting and not pool.held_up and now - moved_at >= self.idle_s
+            idle = now - moved_at >= self.idle_s
             if pool.producers == 0 or idle:
                 if held[0] > 0 or held[1] > 0:
                     pool.deposit(-held[0], -held[1])
@@ -232,7 +238,10 @@ class GrantKeeper:
                     continue
                 # waiting: a fair chunk (the control plane caps it); else what the pool spends in a chunk's time
                 # (a participant sending little holds little), asked for when half of it is left
-                own = fair[i] if spent_per_s is None or i == 1 else min(fair[i], spent_per_s * DEFAULT_CHUNK_S)
+                # (a pool spent whole at each read keeps a fair chunk ahead: a level that does not bind must not
+                # run dry under one that does, and throttle reads it has room for)
+                own = (fair[i] if spent_per_s is None or i == 1 or pool.eager
+                       else min(fair[i], spent_per_s * DEFAULT_CHUNK_S))
                 if hungry or b < (own if pool.eager else own / 2):
                     wants[i] = (fair[i] if hungry else own) - min(b, 0.0) - max(b, 0.0) * (not hungry)
             if wants[0] > 0 or wants[1] > 0:
@@ -281,9 +290,11 @@ class GrantKeeper:
         self._pace[key] = (admitted, now, rate)
         return rate
 
-    def _moved_at(self, key: str, admitted: float, now: float) -> float:
+    def _moved_at(self, key: str, admitted: float, now: float, waited: bool) -> float:
+        """When the pool last admitted something or had a producer waiting (a dispatcher in backoff after a
+        throttled read waits too, between two polls)."""
         last = self._moved.get(key)
-        if last is None or admitted != last[0]:
+        if last is None or admitted != last[0] or waited:
             self._moved[key] = (admitted, now)
             return now
         return last[1]

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["stream", "batch", "ARROW_ROWS", "SCHEMA"]
+__all__ = ["stream", "batch", "publish", "ARROW_ROWS", "SCHEMA"]
 
 ARROW_ROWS = 100
 SCHEMA = "value long"
@@ -64,3 +64,32 @@ def batch(spark: Any, fn: Callable, sizes: list[int]) -> None:
     rdd = sc.parallelize(range(len(sizes)), len(sizes)).flatMap(lambda i, s=tuple(sizes): range(s[i]))
     df = spark.createDataFrame(rdd.map(lambda v: (v,)), SCHEMA)
     df.mapInArrow(fn, SCHEMA).write.format("noop").mode("append").save()
+
+
+def publish(spark: Any, topics: tuple[str, ...], work: str, partitions: int, duration_s: float,
+            rows: int | None = None) -> list[tuple[float, float]]:
+    """The project's own publish job (several producer threads per task, every level's limiter) on ``topics``:
+    streaming (Spark's ``rate-micro-batch``, the CLI's defaults) for ``duration_s``, or, given ``rows``, a batch
+    job over a Parquet dataset of that many records in ``partitions`` files. Returns the admitted events,
+    ``(sent_at, rows)`` per acquire, read back from what the job delivered."""
+    from pathlib import Path
+
+    import pyarrow.compute as pc
+
+    from collectors.jobs import PublishConfig, make_input, read_output, run_publish
+
+    output = str(Path(work) / "out")
+    if rows is None:
+        config = PublishConfig(output=output, source="rate", topics=topics, duration_s=duration_s,
+                               partitions=partitions)
+    else:
+        source = Path(work) / "in"
+        make_input(source, {t: rows // len(topics) for t in topics}, files=partitions)
+        config = PublishConfig(output=output, source="files", input=str(source), topics=topics, duration_s=None,
+                               partitions=partitions)
+    run_publish(spark, config)
+    table = read_output(output)
+    if table.num_rows == 0:
+        return []
+    counts = pc.value_counts(table.column("sent_at")).to_pylist()
+    return sorted((c["values"], float(c["counts"])) for c in counts)

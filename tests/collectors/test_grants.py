@@ -98,3 +98,44 @@ def test_an_unreachable_control_plane_spends_the_pool_then_runs_at_the_safe_rate
     cp.fail = None
     assert p.report_now()
     assert topic.capacity == (1000, 0)                                 # back: the pool again
+
+
+def read_until(clock: ManualClock, parts: list, dispatchers: list, seconds: float) -> list[tuple]:
+    """Every dispatcher reads as a consumer does: a granted read is delivered (5 ms), a throttled one waits its
+    backoff; each participant's keeper runs every 20 ms. Returns (time, entries) of every delivered read."""
+    delivered, end = [], clock.now_s() + seconds
+    next_read, next_keep = [clock.now_s()] * len(dispatchers), clock.now_s()
+    while clock.now_s() < end:
+        now = clock.now_s()
+        if now >= next_keep:
+            for p in parts:
+                p.grant_keeper.run_once()
+            next_keep = now + 0.02
+        for i, d in enumerate(dispatchers):
+            if now >= next_read[i]:
+                plan = d.plan_read(1000)
+                if plan.entries:
+                    d.charge(plan.entries, 100 * plan.entries, plan.entries, plan)
+                    delivered.append((now, plan.entries))
+                next_read[i] = now + (0.005 if plan.entries else plan.backoff_s)
+        clock.advance(0.001)
+    return delivered
+
+
+@pytest.mark.parametrize("backoff_s", [0.02, 0.05, 0.1])
+def test_two_subscriptions_on_two_workers_use_a_shared_topic_dispatch_limit(clock: ManualClock,
+                                                                            backoff_s: float) -> None:
+    # a read in backoff waits longer than a keeper's poll: its pool is not idle (it was given back, and a
+    # give-back's answer, chunk 0, then stopped every later ask: nothing was read at all)
+    shared = policies(namespaces={"acme/batch": {"dispatchRate": {"dispatchThrottlingRateInMsg": 500}}})
+    cp = InProcessControlPlane(shared, interval_s=1.0, clock=clock.now_s)
+    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(2)]
+    for p in parts:
+        assert p.report_now()
+    readers = [p.dispatcher("acme/batch/events", sub, backoff_s=backoff_s)
+               for p, sub in zip(parts, ("a", "b"), strict=True)]
+    t0 = clock.now_s()
+    delivered = read_until(clock, parts, readers, 8.0)
+    steady = sum(n for t, n in delivered if t >= t0 + 2.0) / 6.0
+    assert steady == pytest.approx(500, rel=0.03)
+    assert worst_window([(t, n) for t, n in delivered if t >= t0 + 1.0]) <= 500 * 1.05 + 100

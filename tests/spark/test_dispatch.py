@@ -76,9 +76,8 @@ def test_dispatch_subscription_and_topic_limits(spark, admin, broker_settings, t
         assert within(rate, 300, 0.1), f"subscription {sub} of acme/stream/orders: {rate:.1f} msgs/s against 300"
         assert summary["subscriptions"][f"{sub}@acme/stream/orders"]["precise"] is True
     rate = granted_rate(delivered[delivered.topic == "acme/batch/events"])
-    # held, and at least 75 % used: a topic limit shared by two subscriptions' dispatchers on two workers gets
-    # about 80 % of it through grants today (each drains its pool at every read and waits a poll for the next)
-    assert 0.75 * 500 <= rate <= 1.05 * 500, f"topic acme/batch/events: {rate:.1f} msgs/s against 500"
+    # held and used: a topic limit shared by two subscriptions' dispatchers on two workers (10 %: as above)
+    assert 0.9 * 500 <= rate <= 1.05 * 500, f"topic acme/batch/events: {rate:.1f} msgs/s against 500"
     throttled = summary["throttled_reads"]
     assert throttled["subscription:acme/stream/orders/etl"] > 0 and throttled["topic:acme/batch/events"] > 0
     assert throttled["topic:acme/stream/orders"] == 0 and throttled["broker:broker"] == 0
