@@ -115,8 +115,8 @@ class _Sim:
                     continue
                 if keep:
                     m["p"].grant_keeper.run_once()
-                if now >= m["due"] - 1e-9 and not m["producer"].paused:
-                    m["producer"].try_acquire(1)
+                # (a send held by a dry pool pauses the producer and waits, uncounted)
+                if now >= m["due"] - 1e-9 and not m["producer"].paused and m["producer"].try_acquire(1):
                     m["sent"] += 1
                     step = 1.0 / m["demand"]
                     m["due"] = max(m["due"], now - step) + step

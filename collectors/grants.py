@@ -159,6 +159,7 @@ def _tokens(v: float | None) -> float:
     return v if v is not None and math.isfinite(v) and v > 0 else 0.0
 
 
+
 class GrantKeeper:
     """Keeps the pools filled and gives back what idle ones hold (see the module essay)."""
 
@@ -173,6 +174,7 @@ class GrantKeeper:
         self._thread: threading.Thread | None = None
         self._moved: dict[str, tuple[float, float]] = {}   # key -> (admitted counter, when it last moved)
         self._pace: dict[str, tuple[float, float, float]] = {}   # key -> (counter, at, msgs/s spent: an EWMA)
+        self._left: set[str] = set()    # limits it told the control plane it is done with (until it asks again)
         self._lock = threading.Lock()   # one round at a time: the keeper's thread, or a new producer's
         self.asks = 0
         self.returns = 0
@@ -222,10 +224,14 @@ class GrantKeeper:
             held = tuple(max(0.0, b or 0.0) for b in pool.balance)
             idle = now - moved_at >= self.idle_s
             if pool.producers == 0 or idle:
-                if held[0] > 0 or held[1] > 0:
+                if held[0] > 0 or held[1] > 0 or pool.key not in self._left:
+                    # give back what it holds, and say it is done (even holding nothing, or a debt: the others'
+                    # fair shares grow at once); a debt stays here, for its next task to repay
                     pool.deposit(-held[0], -held[1])
                     asks.append((self.grants.ask(pool.key, (0.0, 0.0), (held[0], held[1])), pool))
+                    self._left.add(pool.key)
                 continue
+            self._left.discard(pool.key)
             if not self.grants.due(pool.key, now):
                 continue
             fair = self.grants.chunk(pool.key, pool.limit)
@@ -255,6 +261,7 @@ class GrantKeeper:
         for key in [k for k in self._moved if k not in seen]:
             del self._moved[key]
             self._pace.pop(key, None)
+        self._left &= seen
         self.grants.forget(seen)
         if not asks:
             return 0

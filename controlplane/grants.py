@@ -118,12 +118,14 @@ class GrantBook:
                 if windows is None or windows.msgs.window_s != rate.period_s:
                     windows = self._limits[key] = _Limit(rate.period_s)
                 proportional = limit.strategy.value == "proportional"
+                # an ask that wants nothing at all says the participant is done with the limit for now
+                leaving = ask.wants_msgs <= 0 and ask.wants_bytes <= 0
                 m = _one(windows.msgs, participant_id, rate.msgs if rate.msgs_limited else -1, rate.period_s,
                          ask.wants_msgs, ask.rate_msgs_per_s, ask.returns_msgs, ask.safe_msgs_per_s, now, learning,
-                         proportional)
+                         proportional, leaving)
                 b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s,
                          ask.wants_bytes, ask.rate_bytes_per_s, ask.returns_bytes, ask.safe_bytes_per_s, now,
-                         learning, proportional)
+                         learning, proportional, leaving)
                 out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction,
                                  msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3]),
                                  bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
@@ -152,12 +154,12 @@ class GrantBook:
 
 def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, wants: float, rate_per_s: float,
          returns: float, safe_was_per_s: float, now: float, learning: bool,
-         proportional: bool) -> tuple[float, float, float, float, float]:
+         proportional: bool, leaving: bool = False) -> tuple[float, float, float, float, float]:
     """(granted, fair chunk, safe rate per second, retry_s, fair rate per second) for one dimension; -1s when it
     is unlimited."""
     if capacity <= 0:
         return -1.0, -1.0, -1.0, 0.0, -1.0
-    if returns > 0:
+    if returns > 0 or leaving:   # (no longer an asker: its fair share goes to the others at once)
         window.give_back(holder, returns, now)
 
     def safe_per_s() -> float:

@@ -115,32 +115,51 @@ class Producer:
     # --- sending ------------------------------------------------------------------------------------------
 
     def try_acquire(self, msgs: float = 1, bytes: float = 0) -> bool:
-        """Charge a send now if the producer is running; False (nothing charged) while it is paused."""
-        if self.tracker.throttled:
+        """Charge a send now if the producer is running; False (nothing charged) while it is paused, or when a
+        shared limit's pool is dry (the producer is paused by it now)."""
+        if self.tracker.throttled or self._held_by_dry_pool(msgs, bytes):
             return False
         self._charge(msgs, bytes)
         return True
 
     def acquire(self, msgs: float = 1, bytes: float = 0, timeout_s: float | None = None) -> bool:
         """Wait while paused (at most ``timeout_s``), then charge the send. False on timeout, nothing charged."""
-        if self.tracker.throttled and not self._wait(timeout_s):
-            return False
+        deadline = self._deadline_s(timeout_s)
+        while True:
+            left = None if deadline is None else max(0.0, deadline - self._clock.now_s())
+            if self.tracker.throttled and not self._wait(left):
+                return False
+            if not self._held_by_dry_pool(msgs, bytes):
+                break
         self._charge(msgs, bytes)
         return True
 
     async def acquire_async(self, msgs: float = 1, bytes: float = 0, timeout_s: float | None = None) -> bool:
         """``acquire`` for asyncio: awaits while paused without blocking the event loop."""
-        if self.tracker.throttled:
-            waiter = _Waiter(asyncio.get_running_loop())
-            if self._register(waiter, timeout_s):
-                try:
-                    await waiter.future
-                finally:
-                    self._unregister(waiter)
-                if not waiter.resumed and self.tracker.throttled:
-                    return False
+        deadline = self._deadline_s(timeout_s)
+        while True:
+            if self.tracker.throttled:
+                left = None if deadline is None else max(0.0, deadline - self._clock.now_s())
+                waiter = _Waiter(asyncio.get_running_loop())
+                if self._register(waiter, left):
+                    try:
+                        await waiter.future
+                    finally:
+                        self._unregister(waiter)
+                    if not waiter.resumed and self.tracker.throttled:
+                        return False
+            if not self._held_by_dry_pool(msgs, bytes):
+                break
         self._charge(msgs, bytes)
         return True
+
+    def _deadline_s(self, timeout_s: float | None) -> float | None:
+        if timeout_s is not None and not timeout_s >= 0:
+            raise ValueError(f"timeout_s must be >= 0 or None (wait as long as it takes), got {timeout_s!r}")
+        return None if timeout_s is None else self._clock.now_s() + timeout_s
+
+    def _held_by_dry_pool(self, msgs: float, bytes: float) -> bool:
+        return any(limiter.hold_if_dry(self, msgs, bytes) for limiter in self._limiters)
 
     @contextmanager
     def send(self, msgs: float = 1, bytes: float = 0, timeout_s: float | None = None) -> Iterator[None]:

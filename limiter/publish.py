@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +114,15 @@ class _Dimension:
         return self.admitted_before + self.counter.value() + through_bucket
 
 
+
+
+def _ref(producer: Throttleable) -> Callable[[], Throttleable | None]:
+    """A weak reference to ``producer`` (a strong one for an object that cannot be weakly referenced)."""
+    try:
+        return weakref.ref(producer)
+    except TypeError:
+        return lambda: producer
+
 class PublishRateLimiter:
     """The publish limiter of one (level, name). See the module essay."""
 
@@ -135,7 +145,9 @@ class PublishRateLimiter:
         self._scheduler = scheduler or scheduler_for(self._clock)
         self._resolution_s = resolution_s
         self._lock = threading.Lock()
-        self._queue: deque[tuple[Throttleable, int, float, float]] = deque()
+        # (a reference to the producer, throttled since, its last send's msgs and bytes); weak: a task that ends
+        # while its producer waits must not keep the producer -- and its claim on a shared pool -- alive
+        self._queue: deque[tuple[Callable[[], Throttleable | None], int, float, float]] = deque()
         self._timer: TimerHandle | None = None
         self._throttled_count = 0
         self._throttle_time_ns = 0
@@ -169,13 +181,26 @@ class PublishRateLimiter:
         self._throttle(producer, msgs, bytes)
         return True
 
+    def hold_if_dry(self, producer: Throttleable, msgs: float = 1, bytes: float = 0) -> bool:
+        """Before a send: a pool (a shared limit's granted tokens, see ``update_rate(capacity=...)``) that holds
+        less than one token throttles the producer now, without charging (True). A pool is not refilled by time, so a send
+        charged after the fact would be a debt the whole window pays for -- and every producer of a new task
+        would add one. A plain limiter returns False: Pulsar's rule (charge, then throttle) stands."""
+        if self._capacity is None:
+            return False
+        for bucket in self._buckets():
+            if bucket.tokens() < 1:    # (less than one message or byte: dry; a new pool holds a hair of a token)
+                self._throttle(producer, msgs, bytes)
+                return True
+        return False
+
     # --- throttling and the unthrottle task ---------------------------------------------------------------
 
     def _throttle(self, producer: Throttleable, msgs: float, bytes: float) -> None:
         with self._lock:
             producer.tracker.mark(self.reason)
             first = not self._queue
-            self._queue.append((producer, self._clock.now_ns(), msgs, bytes))
+            self._queue.append((_ref(producer), self._clock.now_ns(), msgs, bytes))
             self._throttled_count += 1
             if self._timer is None:
                 self._timer = self._scheduler.call_later(self._throttling_duration_s(), self._unthrottle)
@@ -196,23 +221,30 @@ class PublishRateLimiter:
             bytes_left = self._bytes_bucket.tokens() if self._bytes_bucket else None
             # Release from the head while the buckets hold tokens, spending each producer's last send as an
             # estimate of its next one. The head always goes when there are any tokens, however large its send.
-            while self._queue and (msgs_left is None or msgs_left > 0) and (bytes_left is None or bytes_left > 0):
-                _, _, msgs, bytes = self._queue[0]
+            # (a pool releases on a whole token, as ``hold_if_dry`` holds below one: no spin on a hair of one)
+            least = 1.0 if self._capacity is not None else 1e-12
+            while self._queue and (msgs_left is None or msgs_left >= least) and (bytes_left is None
+                                                                                or bytes_left >= least):
+                ref, _, msgs, bytes = self._queue[0]
                 self._release_head()
+                if ref() is None:      # gone while it waited: it will not send
+                    continue
                 if msgs_left is not None:
                     msgs_left -= msgs
                 if bytes_left is not None:
                     bytes_left -= bytes
-            if self._queue:
+            if self._queue and self._capacity is None:   # (a pool's next release comes with its next deposit)
                 # wait until what was just spent (by estimate) has been earned back, not merely until now
                 delay = max(self._msgs_bucket.refill_time_s(msgs_left) if msgs_left is not None else 0.0,
                             self._bytes_bucket.refill_time_s(bytes_left) if bytes_left is not None else 0.0)
                 self._timer = self._scheduler.call_later(delay, self._unthrottle)
 
     def _release_head(self) -> None:
-        producer, since_ns, _, _ = self._queue.popleft()
+        ref, since_ns, _, _ = self._queue.popleft()
         self._throttle_time_ns += max(0, self._clock.now_ns() - since_ns)
-        producer.tracker.unmark(self.reason)
+        producer = ref()
+        if producer is not None:
+            producer.tracker.unmark(self.reason)
 
     def _release_all(self) -> None:
         while self._queue:
@@ -320,7 +352,8 @@ class PublishRateLimiter:
     def snapshot(self) -> LimiterSnapshot:
         with self._lock:
             now = self._clock.now_ns()
-            queue = tuple(QueueEntry(p.name, (now - since) / NS_PER_S) for p, since, _, _ in self._queue)
+            queue = tuple(QueueEntry(p.name, (now - since) / NS_PER_S)
+                          for p, since in ((ref(), since) for ref, since, _, _ in self._queue) if p is not None)
             waiting_ns = sum(max(0, now - since) for _, since, _, _ in self._queue)
             buckets = tuple(
                 BucketSnapshot(dim.name, dim.bucket.tokens(), dim.bucket.rate, dim.bucket.capacity, dim.bucket.period_s)

@@ -106,7 +106,8 @@ def send_paced(clock: ManualClock, producer: Producer, per_s: float, seconds: fl
             if producer.paused:
                 clock.advance(min(tick_s, end - now))
                 continue
-            producer.try_acquire(1)
+            if not producer.try_acquire(1):   # held by a dry pool: it is paused now, and waits like any
+                continue
             sent += 1
             due = max(due, now - step) + step
         clock.advance(max(1e-9, min(due, end, next_keep if keepers else end) - clock.now_s()))

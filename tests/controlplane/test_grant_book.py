@@ -79,3 +79,16 @@ def test_after_learning_the_whole_limit_is_handed_out(tmp_path: Path) -> None:
     clock.advance(learning_s_for(0.25) + 0.01)
     assert not book.learning
     assert book.answer("a", ask(250, safe=500), POLICIES)[0].msgs == pytest.approx(250)
+
+
+def test_a_participant_done_with_a_limit_leaves_its_fair_share_to_the_others(tmp_path: Path) -> None:
+    clock = ManualClock()
+    book = GrantBook(0.25, tmp_path, clock=clock.now_s)
+    book.answer("a", ask(100), POLICIES)
+    assert book.answer("b", ask(100), POLICIES)[0].fair_msgs_per_s == pytest.approx(LIMIT / 2)
+    clock.advance(0.1)
+    # a's task ended holding nothing (or a debt): an ask that wants nothing and returns nothing says so
+    left = book.answer("a", ask(0), POLICIES)[0]
+    assert left.msgs == 0
+    clock.advance(0.1)
+    assert book.answer("b", ask(100), POLICIES)[0].fair_msgs_per_s == pytest.approx(LIMIT)

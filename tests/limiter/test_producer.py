@@ -1,5 +1,7 @@
 import asyncio
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -156,3 +158,44 @@ def test_many_threads_through_one_limiter_all_finish_and_the_total_is_exact():
         t.join(10)
     assert len(done) == 4
     assert lim.snapshot().admitted_msgs == 200
+
+
+def pooled(clock: ManualClock) -> PublishRateLimiter:
+    """A shared limit's pool: refilled by nothing but deposits (collectors.grants does the depositing)."""
+    lim = PublishRateLimiter(Rate(1e-6, -1, 1), level=Level.TOPIC, name="acme/web/clicks", clock=clock)
+    lim.update_rate(Rate(1e-6, -1, 1), capacity=(1000.0, 0.0))
+    return lim
+
+
+def test_a_dry_pool_holds_a_fresh_producer_before_it_sends(clock: ManualClock) -> None:
+    lim = pooled(clock)
+    first, second = (Producer(f"p{i}", [lim], clock=clock) for i in range(2))
+    assert not first.try_acquire(100)                  # nothing granted yet: paused, nothing charged
+    assert first.paused and lim.balance()[0] == pytest.approx(0, abs=1e-5)
+    lim.deposit(30)
+    clock.advance(0.001)                               # the release runs
+    assert not first.paused
+    assert first.try_acquire(100)                      # tokens left: it sends (one send may overdraw)
+    assert not second.try_acquire(100)                 # ... and the next producer waits for the next grant
+    assert lim.balance()[0] == pytest.approx(-70, abs=1e-3)
+
+
+def test_a_producer_dropped_while_it_waits_is_not_kept_alive_by_the_queue(clock: ManualClock) -> None:
+    lim = pooled(clock)
+    producer = Producer("task", [lim], clock=clock)
+    assert not producer.try_acquire(10)
+    gone = weakref.ref(producer)
+    del producer
+    gc.collect()
+    assert gone() is None                              # its task ended: it no longer holds a claim on the pool
+    lim.deposit(5)
+    clock.advance(0.001)
+    assert lim.queue_length() == 0 and lim.balance()[0] == pytest.approx(5, abs=1e-5)
+
+
+def test_a_plain_limiter_charges_first_and_throttles_after(clock: ManualClock) -> None:
+    # Pulsar's rule stands where no pool is involved: the send that crosses the limit goes through
+    lim = PublishRateLimiter(Rate(msgs=10), level=Level.TOPIC, name="t", clock=clock)
+    producer = Producer("p", [lim], clock=clock)
+    assert producer.try_acquire(25)
+    assert producer.paused
