@@ -5,7 +5,8 @@ How and why
 No Streamlit, no HTTP: every function takes the JSON the state endpoints return (``/v1/state/*``,
 ``/v1/policies``, ``/admin/v2/audit``) and returns lists of dicts or numbers, so the pages stay thin and these
 rules are unit-tested on plain data. Rates come from the history the control plane derives from counter deltas
-(one point per report interval, summed over participants); a bucket's limit per second is its refill ``rate``
+(one point per report interval, summed over participants), each taken over a span of several reports by
+``data.history`` (``rates``); a bucket's limit per second is its refill ``rate``
 divided by its ``period_s``, summed over the participants that hold a share of it.
 
 Fairness: a producer's share is its part of the admitted throughput under a common limit, and Jain's index
