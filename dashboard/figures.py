@@ -90,6 +90,9 @@ def rate_vs_limit_figure(points: Sequence[dict[str, Any]], limit_per_s: float | 
     if limit_per_s is not None:
         fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[limit_per_s, limit_per_s], name="limit", mode="lines",
                                  line={"color": RED, "dash": "dash", "width": 1.5}))
+    else:
+        fig.add_annotation(text="limit: unlimited", showarrow=False, xref="paper", yref="paper", x=1, y=1,
+                           xanchor="right", yanchor="top", font={"color": GREY, "size": 11})
     return _layout(_time_axis(fig), title, uirevision, height=280, yaxis_title=f"{dimension}/s",
                    yaxis_rangemode="tozero")
 

@@ -147,3 +147,16 @@ def test_without_an_admin_token_the_page_offers_a_token_sign_in(env: Stack, monk
     assert [s.value for s in at.sidebar.success][-1] == "Signed in as admin (super-user)"
     assert not any("Sign in" in w.value for w in at.warning)
     assert not at.button(key="topic.review").disabled and not at.button(key="rg.review").disabled
+
+
+def test_the_editors_say_what_is_stored_now_in_words(env: Stack) -> None:
+    at = limits_page()
+    at.selectbox(key="topic.target").set_value("acme/web/clicks").run()   # 40 msgs per period, bytes -1
+    captions = [c.value for c in at.caption]
+    assert "Now: messages per period 40, bytes per period unlimited" in captions, captions
+    assert "Now: mutations per second 5" in captions        # <default> / <default>, seeded
+    at.selectbox(key="topic.target").set_value("beta/etl/load").run()     # no policy of its own
+    assert "Now: not set" in [c.value for c in at.caption]
+    at.selectbox(key="rg.pick").set_value("rg-batch").run()
+    assert ("Now: publish msgs/s 40, publish bytes/s unlimited, dispatch msgs/s unlimited, dispatch bytes/s "
+            "unlimited") in [c.value for c in at.caption]

@@ -17,7 +17,20 @@ def run(page: str | None = None) -> AppTest:
     if page:
         at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
+    no_raw_unlimited(at)
     return at
+
+
+def no_raw_unlimited(at: AppTest) -> None:
+    """No limit, quota or permit on the page reads None, NaN, -1 (or 0) where it is unlimited."""
+    for d in at.dataframe:
+        for column in d.value.columns:
+            if any(word in column for word in ("limit", "quota", "permits")):
+                shown = d.value[column]
+                assert not shown.isna().any(), column
+                assert not shown.astype(str).isin(["-1", "-1.0", "None", "nan"]).any(), (column, list(shown))
+    texts = [e.value for e in (*at.markdown, *at.caption)] + [m.value for m in at.metric]
+    assert not [t for t in texts if "-1 = unlimited" in str(t) or "None" in str(t)]
 
 
 def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
@@ -55,7 +68,8 @@ def test_buckets_lists_every_level_and_filters_by_level_and_name(dashboard_env: 
                                                                      "topic"}
     assert set(table["name"]) == {t["name"] for t in totals}
     clicks = table[table["name"] == "acme/web/clicks"].iloc[0]
-    assert clicks["participants"] == 2 and clicks["msgs limit"] == 80   # 40 msgs/s on each participant
+    assert clicks["participants"] == 2 and clicks["msgs limit"] in (80, "80")   # 40 msgs/s on each participant
+    assert set(table["bytes limit"]) == {"unlimited"}                   # no byte limit is set anywhere
     assert len(at.get("plotly_chart")) >= 9
     at.multiselect(key="buckets.levels").set_value(["topic"]).run()
     at.text_input(key="buckets.name").set_value("clicks").run()
@@ -72,6 +86,8 @@ def test_fairness_shows_queues_shares_jain_and_resource_group_split(dashboard_en
     jains = {k: v for k, v in metrics(at).items() if k.startswith("Jain's index")}
     assert {"Jain's index, namespace acme/web", "Jain's index, tenant acme"} <= set(jains)
     assert all(0 < float(v[0]) <= 1 for v in jains.values())
+    assert any(md.value.startswith("**rg-batch**: publish 40 msgs/s, unlimited; dispatch unlimited, unlimited")
+               for md in at.markdown)
     groups = frame(at, "quota msgs/s")
     assert set(groups["group"]) == {"rg-batch"} and groups["participant"].nunique() == 2
     assert groups["quota msgs/s"].sum() == pytest.approx(40, abs=1)     # the group's quota, split
