@@ -31,6 +31,7 @@ __all__ = ["Pending", "Refusal", "resource_group", "level_policy", "subscription
 
 HELP = f"Allowed: {derive.LIMIT_RULE}."
 PERIOD_HELP = "Allowed: a whole number of seconds, 1..86400."
+CHOICE_HELP = "One of the values the setting allows (defaultQuotaStrategy: fair or proportional)."
 Refusal = Callable[[str, str], str | None]   # (method, path) -> why the signed-in principal may not, or None
 
 
@@ -204,16 +205,20 @@ def broker(conn: data.Conn, settings: dict[str, Any], refusal: Refusal) -> Pendi
                         index=names.index(offload) if offload in names else 0,
                         help="Offload flow permits (bytes/s) are managedLedgerOffloadBrokerFlowPermitsPerSecond")
     cur = settings[name]
+    number = not isinstance(cur, bool | str)
     if isinstance(cur, bool):
         value: Any = st.toggle(name, value=cur, key=f"broker.{name}")
+    elif isinstance(cur, str):   # a choice (defaultQuotaStrategy): the control plane names the values it allows
+        value = st.text_input(name, value=cur, key=f"broker.{name}", help=CHOICE_HELP).strip()
     else:
         value = _limit(f"{name} (0 or -1 disables)", cur, f"broker.{name}")
         _now({name: cur}, {name: name})
-    text = str(value).lower() if isinstance(value, bool) else f"{_num(value)}"
+    text = str(value).lower() if isinstance(value, bool) else quote(value, safe="") if isinstance(value, str) \
+        else f"{_num(value)}"
     path = f"/admin/v2/brokers/configuration/{name}/{text}"
-    if not _review("broker.review", {} if isinstance(cur, bool) else {name: value}, False, refusal("POST", path)):
+    if not _review("broker.review", {name: value} if number else {}, not text, refusal("POST", path)):
         return None
-    new = value if isinstance(value, bool) else _num(value)
+    new = _num(value) if number else value
     return Pending(f"broker setting {name}", "POST", path, None, {name: cur}, {name: new})
 
 

@@ -160,3 +160,18 @@ def test_the_editors_say_what_is_stored_now_in_words(env: Stack) -> None:
     at.selectbox(key="rg.pick").set_value("rg-batch").run()
     assert ("Now: publish msgs/s 40, publish bytes/s unlimited, dispatch msgs/s unlimited, dispatch bytes/s "
             "unlimited") in [c.value for c in at.caption]
+
+
+def test_a_broker_setting_that_is_a_choice_is_edited_as_text(env: Stack) -> None:
+    cp = env.cp.client(ADMIN)
+    at = limits_page()
+    at.selectbox(key="broker.name").set_value("defaultQuotaStrategy").run()      # was: a number input, which failed
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text_input(key="broker.defaultQuotaStrategy").value == "fair"
+    at.text_input(key="broker.defaultQuotaStrategy").set_value("proportional").run()
+    click(click(at, "broker.review"), "limits.confirm")
+    assert cp.get("/admin/v2/brokers/configuration/runtime").json()["defaultQuotaStrategy"] == "proportional"
+    at.text_input(key="broker.defaultQuotaStrategy").set_value("fastest").run()
+    click(click(at, "broker.review"), "limits.confirm")
+    assert any("HTTP 4" in e.value and "Nothing was changed" in e.value for e in at.error)
+    assert cp.post("/admin/v2/brokers/configuration/defaultQuotaStrategy/fair").status_code == 204
