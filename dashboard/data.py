@@ -38,7 +38,7 @@ import streamlit as st
 from dashboard import rates
 from metrics.catalogue import BY_NAME
 
-__all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups",
+__all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups", "shared",
            "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "whoami", "refusal",
            "TTL_S", "PROMETHEUS_QUERIES"]
 
@@ -170,6 +170,8 @@ buckets = _reader("/v1/state/buckets", "The latest bucket snapshots per level, p
 queues = _reader("/v1/state/queues", "The latest fairness-queue snapshots (head first).")
 resource_groups = _reader("/v1/state/resourcegroups", "Per resource group: configured quota, attachments, "
                           "per-participant usage, demand and allocation.")
+shared = _reader("/v1/state/shared", "Per shared limit: the limit, each participant's demand, usage and share (fair "
+                 "rate, tokens granted in the last window), and the utilisation.")
 policies = _reader("/v1/policies",
                    "The whole policy document: what every limit is set to right now, and its version.")
 broker_values = _reader("/admin/v2/brokers/configuration/runtime",

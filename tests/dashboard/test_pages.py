@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import threading
+import time
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.controlplane.conftest import ADMIN
+from tests.controlplane.conftest import ADMIN, PARTICIPANT
 
 from .conftest import APP, Stack
 
@@ -55,9 +59,57 @@ def test_overview_shows_health_participants_freshness_and_the_most_throttled(das
     # which of the throttled limiters made the window depends on timing; the topic is throttled throughout
     assert "topic acme/web/clicks" in set(top["target"]) and len(top) >= 2
     assert (top["throttled"] > 0).all()
-    assert len(at.get("plotly_chart")) == 3
+    shared = len(cp.get("/v1/state/shared").json()["limits"])
+    assert len(at.get("plotly_chart")) == 3 + min(shared, 6)      # and one per shared limit (6 at most)
     assert not at.warning   # fresh data: no staleness warning
     assert [s.value for s in at.sidebar.success][0].startswith(f"Control plane up: {dashboard_env.cp.url}")
+
+
+class Asking:
+    """The running participants asking for grants of tenant beta's limit (20 msgs/s) every 0.2 s, as the
+    participant runtime does (the stand-in participants enforce their limits locally and ask for none)."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.cp = stack.cp.client(PARTICIPANT)
+        self.ids = [p["participantId"] for p in self.cp.get("/v1/state/participants").json()["participants"]]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for pid in self.ids:
+                self.cp.post("/v1/grant", json={"participant_id": pid, "asks": [
+                    {"level": "tenant", "name": "beta", "direction": "publish", "wants_msgs": 2,
+                     "rate_msgs_per_s": 33}]})
+            self.stop.wait(0.2)
+
+    def __enter__(self) -> Asking:
+        self.thread.start()
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
+def test_overview_shows_each_shared_limit_its_use_and_each_participants_share(dashboard_env: Stack) -> None:
+    with Asking(dashboard_env) as asking:
+        at = run()
+    assert "Shared limits" in [s.value for s in at.subheader]
+    limits = frame(at, "shared limit").set_index("shared limit")
+    assert {"tenant acme", "tenant beta", "resource group rg-batch", "namespace acme/web"} <= set(limits.index)
+    beta = limits.loc["tenant beta"]     # (the stand-ins' usage moves with their batches: any status may show)
+    assert beta["limit msgs/s"] in (20, "20") and float(beta["use %"]) >= 0 and beta["granted msgs/s"] != "no grant"
+    assert re.fullmatch(r"ok|over the limit by [\d.,]+ msgs/s|stranded: [\d.,]+ msgs/s unused while demand waits",
+                        beta["status"])
+    assert limits.loc["resource group rg-batch", "granted msgs/s"] == "no grant"      # nobody asks for its grants
+    for name in ("namespace acme/web", "tenant acme"):                         # no shared total is set for them
+        assert tuple(limits.loc[name, ["limit msgs/s", "use %", "status"]]) == ("unlimited",) * 3
+    shares = next(d.value for d in at.dataframe if "share msgs/s" in d.value.columns
+                  and set(d.value["participant"]) == set(asking.ids))
+    assert shares["share msgs/s"].astype(float).tolist() == pytest.approx([10.0, 10.0])   # 20 split in two
+    assert (shares["demand msgs/s"].astype(float) >= shares["usage msgs/s"].astype(float) - 1e-6).all()
 
 
 def test_buckets_lists_every_level_and_filters_by_level_and_name(dashboard_env: Stack) -> None:
