@@ -60,9 +60,9 @@ def _status_text(limit: dict[str, Any]) -> str:
     what, amount = status(limit)
     unit = _UNIT[dimension(limit)]
     if what == "over the limit":
-        return f"over the limit by {limit_text(amount, unit, False)}"
+        return f"over the limit by {limit_text(round(amount, 1), unit, False)}"
     if what == "stranded":
-        return f"stranded: {limit_text(amount, unit, False)} unused while demand waits"
+        return f"stranded: {limit_text(round(amount, 1), unit, False)} unused while demand waits"
     return what
 
 

@@ -204,15 +204,16 @@ def shared_limit_figure(rows: Sequence[dict[str, Any]], limit_per_s: float | str
 
     for name, field, color in (("demand", f"demand {unit}", ORANGE), ("usage", f"usage {unit}", GREEN),
                                ("share", f"share {unit}", BLUE)):
-        fig.add_trace(go.Bar(x=who, y=bars(field), name=name, marker_color=color))
+        fig.add_trace(go.Bar(y=who, x=bars(field), name=name, marker_color=color, orientation="h"))
     if isinstance(limit_per_s, int | float):
-        fig.add_hline(y=limit_per_s, line={"color": RED, "dash": "dash", "width": 1.5},
-                      annotation_text=f"limit {limit_per_s:,g} {unit}", annotation_position="top left")
+        fig.add_vline(x=limit_per_s, line={"color": RED, "dash": "dash", "width": 1.5},
+                      annotation_text=f"limit {limit_per_s:,g} {unit}", annotation_position="top")
     else:
         fig.add_annotation(text="limit: unlimited", showarrow=False, xref="paper", yref="paper", x=1, y=1,
-                           xanchor="right", yanchor="top", font={"color": GREY, "size": 11})
-    fig.update_xaxes(type="category")
-    return _layout(fig, title, uirevision, height=300, barmode="group", yaxis_title=unit, yaxis_rangemode="tozero")
+                           xanchor="right", yanchor="bottom", font={"color": GREY, "size": 11})
+    fig.update_yaxes(type="category", autorange="reversed")   # participants as listed, all of them last
+    return _layout(fig, title, uirevision, height=max(220, 110 + 45 * len(who)), barmode="group",
+                   xaxis_title=unit, xaxis_rangemode="tozero")
 
 
 def offload_figure(points: Sequence[dict[str, Any]], permits_bytes_per_s: float | None,

@@ -79,7 +79,8 @@ def _shared(doc: dict) -> None:
                "split it (share: each one's max-min fair rate by what it wants). Over the limit or quota stranded "
                "(unused while demand waits) come first." + (" The control plane is re-learning after a restart."
                                                              if doc.get("learning") else ""))
-    ui.table(derive_shared.summary_rows(doc), "overview.shared", empty="No participant reports a shared limit yet.")
+    ui.table(derive_shared.summary_rows(doc), "overview.shared", empty="No participant reports a shared limit yet.",
+             status=st.column_config.TextColumn(width="large"))
     limits = derive_shared.ordered(doc)
     for limit in limits[:SHARED_N]:
         dim = derive_shared.dimension(limit)
@@ -87,12 +88,9 @@ def _shared(doc: dict) -> None:
         rows = derive_shared.participant_rows(limit)
         cap = derive.limit_value(limit["limitMsgsPerSecond" if dim == "msgs" else "limitBytesPerSecond"])
         name = derive.label({"level": limit["level"], "name": limit["name"], "kind": limit["direction"]})
-        left, right = st.columns([2, 3])
-        with left:
-            ui.plot(figures.shared_limit_figure(rows, cap, unit, title=f"{name}: usage vs share",
-                                                uirevision=f"shared.{limit['key']}"), f"overview.shared.{limit['key']}")
-        with right:
-            ui.table(rows, f"overview.shared.table.{limit['key']}")
+        ui.plot(figures.shared_limit_figure(rows, cap, unit, title=f"{name}: usage vs share",
+                                            uirevision=f"shared.{limit['key']}"), f"overview.shared.{limit['key']}")
+        ui.table(rows, f"overview.shared.table.{limit['key']}")
     if len(limits) > SHARED_N:
         st.caption(f"Charts for {SHARED_N} of {len(limits)} shared limits; the table lists them all.")
 

@@ -114,6 +114,8 @@ def test_every_page_renders_live_data(browser) -> None:  # type: ignore[no-untyp
         if path == "overview":
             page.get_by_text("Participants alive").wait_for()
             page.get_by_text(re.compile(r"^\d+ s ago$")).first.wait_for()
+            page.get_by_role("heading", name="Shared limits").wait_for(timeout=20000)
+            page.get_by_text(re.compile(r": usage vs share$")).first.wait_for(timeout=20000)
         if path == "offload":
             page.wait_for_timeout(8000)     # the offload chart samples at each refresh
         _shoot(page, path)

@@ -80,13 +80,13 @@ def test_a_limit_set_in_bytes_only_is_shown_in_bytes() -> None:
 def test_the_chart_draws_usage_against_share_per_participant_and_in_all_with_the_limit_line() -> None:
     rows = derive_shared.participant_rows(STRANDED)
     fig = figures.shared_limit_figure(rows, 100.0)
-    bars = {t.name: (list(t.x), list(t.y)) for t in fig.data}
+    bars = {t.name: (list(t.y), list(t.x)) for t in fig.data}     # horizontal: participants on y
     assert bars["usage"] == (["a", "b", "all participants"], [10.0, 50.0, 60.0])
     assert bars["share"][1] == [50.0, 50.0, 100.0] and bars["demand"][1] == [10.0, 120.0, 130.0]
     [line] = fig.layout.shapes
-    assert (line.y0, line.y1, line.line.dash) == (100.0, 100.0, "dash")
+    assert (line.x0, line.x1, line.line.dash) == (100.0, 100.0, "dash")
     assert [a.text for a in fig.layout.annotations] == ["limit 100 msgs/s"]
     unlimited = figures.shared_limit_figure(derive_shared.participant_rows(FREE), "unlimited")
     assert not unlimited.layout.shapes and [a.text for a in unlimited.layout.annotations] == ["limit: unlimited"]
-    assert [t.name for t in unlimited.data if t.name == "share" and t.y[0] is None] == ["share"]   # no bar
+    assert [t.name for t in unlimited.data if t.name == "share" and t.x[0] is None] == ["share"]   # no bar
     assert figures.shared_limit_figure([], 10.0).layout.annotations[0].text == "no participant reports this limit"
