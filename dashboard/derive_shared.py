@@ -23,7 +23,7 @@ from typing import Any
 
 from dashboard.derive import UNLIMITED, label, limit_text, limit_value
 
-__all__ = ["TOLERANCE", "NO_GRANT", "dimension", "status", "summary_rows", "participant_rows", "ordered"]
+__all__ = ["TOLERANCE", "NO_GRANT", "dimension", "status", "summary_rows", "participant_rows", "ordered", "chart"]
 
 TOLERANCE = 0.05
 NO_GRANT = "no grant"
@@ -80,6 +80,12 @@ def ordered(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _name(limit: dict[str, Any]) -> str:
     return label({"level": limit["level"], "name": limit["name"], "kind": limit["direction"]})
+
+
+def chart(limit: dict[str, Any]) -> tuple[str, float | str, str]:
+    """(its name, the limit per second or "unlimited", the unit) for one limit's chart."""
+    dim = dimension(limit)
+    return _name(limit), limit_value(_get(limit, "limit", dim)), _UNIT[dim]
 
 
 def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -83,11 +83,8 @@ def _shared(doc: dict) -> None:
              status=st.column_config.TextColumn(width="large"))
     limits = derive_shared.ordered(doc)
     for limit in limits[:SHARED_N]:
-        dim = derive_shared.dimension(limit)
-        unit = "msgs/s" if dim == "msgs" else "B/s"
         rows = derive_shared.participant_rows(limit)
-        cap = derive.limit_value(limit["limitMsgsPerSecond" if dim == "msgs" else "limitBytesPerSecond"])
-        name = derive.label({"level": limit["level"], "name": limit["name"], "kind": limit["direction"]})
+        name, cap, unit = derive_shared.chart(limit)
         ui.plot(figures.shared_limit_figure(rows, cap, unit, title=f"{name}: usage vs share",
                                             uirevision=f"shared.{limit['key']}"), f"overview.shared.{limit['key']}")
         ui.table(rows, f"overview.shared.table.{limit['key']}")

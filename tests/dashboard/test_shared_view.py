@@ -71,6 +71,8 @@ def test_a_limit_set_in_bytes_only_is_shown_in_bytes() -> None:
     byts["participants"][0].update(usageBytesPerSecond=980.0, demandBytesPerSecond=1500.0, shareBytesPerSecond=800.0)
     byts.update(usageBytesPerSecond=980.0, demandBytesPerSecond=1500.0)
     assert derive_shared.dimension(byts) == "bytes" and derive_shared.dimension(FINE) == "msgs"
+    assert derive_shared.chart(byts) == ("tenant beta", 1000.0, "B/s")
+    assert derive_shared.chart(FREE) == ("namespace acme/web", "unlimited", "msgs/s")
     [row] = derive_shared.summary_rows({"limits": [byts]})
     assert (row["limit B/s"], row["admitted B/s"], row["status"]) == (1000.0, 980.0, "ok")
     [who_row] = derive_shared.participant_rows(byts)
