@@ -42,7 +42,7 @@ from typing import Any
 from limiter.grants import GrantWindow
 from limiter.policy import Level
 from metrics.policyview import PolicyView
-from metrics.report import Grant, GrantAsk, PolicySet, limit_key
+from metrics.report import Grant, GrantAsk, PolicySet, limit_key, parse_limit_key
 
 __all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "learning_s_for"]
 
@@ -150,6 +150,46 @@ class GrantBook:
                             "askers": max(w.msgs.askers(now), w.bytes.askers(now)), "windowSeconds": w.msgs.window_s}
                       for key, w in sorted(self._limits.items())}
         return {"learning": now < self.learning_until, "limits": limits}
+
+    def shares(self, holders: dict[str, Iterable[str]], policies: PolicySet) -> dict[str, dict[str, Any]]:
+        """Read-only, for every shared limit in ``holders`` (limit key -> the participants to look up) and every one
+        in the book: its limit per second per dimension (None: unlimited, or not a shared limit), the window, the
+        tokens granted in it, how many asked, and per participant looked up what it was granted in the window and
+        its max-min fair rate by the wanted rates (0 when it did not ask in the window; None when unlimited). A
+        limit nobody asked about has no window (``windowSeconds`` None), nor any share."""
+        view = self._policy_view(policies)
+        now = self._clock()
+        out: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for key in sorted({*holders, *self._limits}):
+                level, direction, name = parse_limit_key(key)
+                try:
+                    limit = view.limit(Level(level), direction, name)
+                except ValueError:   # not a level: nothing is configured there
+                    limit = None
+                rate = limit.rate if limit is not None and limit.shared else None
+                windows = self._limits.get(key)
+                entry: dict[str, Any] = {"windowSeconds": None if windows is None else windows.msgs.window_s,
+                                         "askers": 0 if windows is None else
+                                         max(windows.msgs.askers(now), windows.bytes.askers(now)),
+                                         "holders": {}}
+                dims = (("msgs", rate is not None and rate.msgs_limited, None if rate is None else rate.msgs),
+                        ("bytes", rate is not None and rate.bytes_limited, None if rate is None else rate.bytes))
+                for dim, limited, per_period in dims:
+                    per_s = per_period / rate.period_s if limited and rate is not None else None
+                    window = None if windows is None else getattr(windows, dim)
+                    entry[dim] = {"limitPerSecond": per_s,
+                                  "granted": None if per_s is None or window is None else window.granted(now)}
+                    for pid in holders.get(key, ()):
+                        got = entry["holders"].setdefault(pid, {})
+                        if per_s is None or window is None:
+                            got[dim] = {"granted": None, "fairPerSecond": None}
+                        else:
+                            asked = window.askers(now) > 0 and window.asked(pid)
+                            got[dim] = {"granted": window.granted_to(pid, now),
+                                        "fairPerSecond": window.fair_rate(pid, per_s, now) if asked else 0.0}
+                out[key] = entry
+        return out
 
 
 def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, wants: float, rate_per_s: float,

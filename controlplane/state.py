@@ -233,6 +233,12 @@ class LiveState:
         with self._lock:
             return {k: dict(self._usage.get(k, ())) for k in keys}
 
+    def shared_usage(self) -> dict[str, dict[str, UsageValues]]:
+        """Every shared limit any live participant uses: limit key -> participant -> its latest usage and demand."""
+        with self._lock:
+            self._expire(self._clock())
+            return {k: dict(users) for k, users in sorted(self._usage.items())}
+
     def _describe(self, pid: str, peer: Peer, now: float, version: int | None) -> dict[str, Any]:
         r, who = peer.report, peer.report.participant
         return {

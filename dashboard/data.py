@@ -13,7 +13,8 @@ the same everywhere:
 - changes (``send``) are never cached or retried; they return an ``Outcome`` with the control plane's
   ``{"reason"}`` when it refuses, and the new policy version (the ``X-Policy-Version`` header) when it accepts;
   an accepted change clears the read cache so the next render shows it;
-- history comes from the control plane's in-memory ring (15 minutes at report resolution), or from Prometheus
+- history comes from the control plane's in-memory ring (15 minutes at report resolution), its rates taken over
+  a span of several reports (``rates``: one interval's rate zigzags with report jitter), or from Prometheus
   with the same shape when ``Conn.prometheus_url`` is set; if Prometheus fails the control plane answers and
   the result says so (``source``).
 
@@ -34,13 +35,15 @@ from typing import Any
 import httpx
 import streamlit as st
 
+from dashboard import rates
 from metrics.catalogue import BY_NAME
 
-__all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups",
+__all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups", "shared",
            "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "whoami", "refusal",
            "TTL_S", "PROMETHEUS_QUERIES"]
 
 TTL_S = 1.0
+HISTORY_S = 900.0   # the control plane keeps this much history
 TIMEOUT = httpx.Timeout(3.0, connect=1.0)
 VERSION_HEADER = "X-Policy-Version"
 ORIGINAL_PRINCIPAL = "X-Original-Principal"
@@ -167,6 +170,8 @@ buckets = _reader("/v1/state/buckets", "The latest bucket snapshots per level, p
 queues = _reader("/v1/state/queues", "The latest fairness-queue snapshots (head first).")
 resource_groups = _reader("/v1/state/resourcegroups", "Per resource group: configured quota, attachments, "
                           "per-participant usage, demand and allocation.")
+shared = _reader("/v1/state/shared", "Per shared limit: the limit, each participant's demand, usage and share (fair "
+                 "rate, tokens granted in the last window), and the utilisation.")
 policies = _reader("/v1/policies",
                    "The whole policy document: what every limit is set to right now, and its version.")
 broker_values = _reader("/admin/v2/brokers/configuration/runtime",
@@ -196,13 +201,20 @@ def history(conn: Conn, seconds: float = 300.0, level: str | None = None,
         got = _prometheus_history(conn.prometheus_url, seconds, level, name)
         if not isinstance(got, Unavailable):
             return got
-    params = tuple((k, v) for k, v in (("seconds", min(seconds, 900.0)), ("level", level), ("name", name))
-                   if v is not None)
+    # a span more than is shown: the first point shown gets its rate over a full span too (``rates``)
+    params = tuple((k, v) for k, v in (("seconds", min(seconds + rates.span_s(_interval(conn)), HISTORY_S)),
+                                       ("level", level), ("name", name)) if v is not None)
     got = _get(conn, "/v1/state/history", params)
     if isinstance(got, dict):
-        got = {**got, "source": "control plane" if not conn.prometheus_url else
+        got = {**rates.smoothed(got, seconds), "source": "control plane" if not conn.prometheus_url else
                "control plane (Prometheus did not answer)"}
     return got
+
+
+def _interval(conn: Conn) -> float:
+    """The report interval the control plane tells participants (1 s when it does not answer)."""
+    got = health(conn)
+    return float(got.get("reportIntervalSeconds", 1.0)) if isinstance(got, dict) else 1.0
 
 
 @st.cache_data(ttl=TTL_S * 2, show_spinner=False, max_entries=64)

@@ -5,7 +5,8 @@ How and why
 No Streamlit, no HTTP: every function takes the JSON the state endpoints return (``/v1/state/*``,
 ``/v1/policies``, ``/admin/v2/audit``) and returns lists of dicts or numbers, so the pages stay thin and these
 rules are unit-tested on plain data. Rates come from the history the control plane derives from counter deltas
-(one point per report interval, summed over participants); a bucket's limit per second is its refill ``rate``
+(one point per report interval, summed over participants), each taken over a span of several reports by
+``data.history`` (``rates``); a bucket's limit per second is its refill ``rate``
 divided by its ``period_s``, summed over the participants that hold a share of it.
 
 Fairness: a producer's share is its part of the admitted throughput under a common limit, and Jain's index
@@ -16,17 +17,38 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ago", "freshness", "label", "latest", "mean", "top_throttled", "limits_per_s", "admitted_vs_limit",
+__all__ = ["UNLIMITED", "limit_value", "limit_text", "ago", "freshness", "label", "latest", "mean", "top_throttled", "limits_per_s", "admitted_vs_limit",
            "bucket_rows", "queue_rows", "jain", "parents", "child_shares", "rg_rows", "offload_rows",
            "offload_sample", "offload_points",
            "mutation_rows", "check_limit", "LIMIT_RULE", "diff_rows", "change_text", "applied", "audit_rows",
            "is_empty"]
 
 LIMIT_RULE = "a finite number >= 0, or -1 for unlimited (0 also means no limit)"
+UNLIMITED = "unlimited"
+LIMIT_FIELD = re.compile(r"Rate(In|Per)|Max\w*Rate$|PermitsPerSecond$|^quotaPerSecond$")  # a policy's limit fields
 Key = tuple[str, str, str]
+
+
+def limit_value(value: Any, zero_is_unlimited: bool = True) -> float | str:
+    """A limit as the pages show it: the number, or "unlimited" for no value, any negative (-1), infinity, and 0
+    where it means no limit (a policy's, a bucket's rate; not a share worked out of a limit, where 0 is 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 \
+            or (value == 0 and zero_is_unlimited):
+        return UNLIMITED
+    return value
+
+
+def limit_text(value: Any, unit: str = "", zero_is_unlimited: bool = True) -> str:
+    """``limit_value`` as text: "40 msgs/s", "300,000 B/s", "unlimited"."""
+    v = limit_value(value, zero_is_unlimited)
+    if isinstance(v, str):
+        return v
+    text = f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.4g}"
+    return f"{text} {unit}" if unit else text
 
 
 def ago(seconds: float) -> str:
@@ -114,8 +136,8 @@ def bucket_rows(buckets: dict[str, Any]) -> list[dict[str, Any]]:
     for t in buckets.get("totals", []):
         m, b = t.get("msgs") or {}, t.get("bytes") or {}
         rows.append({"level": t["level"], "kind": t["kind"], "name": t["name"], "participants": t["participants"],
-                     "msgs tokens": round(m.get("tokens", 0.0), 2), "msgs limit": m.get("rate") or None,
-                     "bytes tokens": round(b.get("tokens", 0.0), 1), "bytes limit": b.get("rate") or None,
+                     "msgs tokens": round(m.get("tokens", 0.0), 2), "msgs limit": limit_value(m.get("rate")),
+                     "bytes tokens": round(b.get("tokens", 0.0), 1), "bytes limit": limit_value(b.get("rate")),
                      "in debt": m.get("tokens", 0.0) < 0 or b.get("tokens", 0.0) < 0})
     return rows
 
@@ -180,15 +202,15 @@ def rg_rows(rgs: dict[str, Any]) -> list[dict[str, Any]]:
                 rows.append({"group": g["name"], "direction": direction, "participant": pid,
                              "usage msgs/s": round(u["usage_msgs_per_s"], 2),
                              "demand msgs/s": round(u["demand_msgs_per_s"], 2),
-                             "quota msgs/s": round(u["allocation_msgs_per_s"], 2),
+                             "quota msgs/s": limit_value(round(u["allocation_msgs_per_s"], 2), False),
                              "usage bytes/s": round(u["usage_bytes_per_s"]),
-                             "quota bytes/s": round(u["allocation_bytes_per_s"]),
-                             "group quota msgs/s": d.get("quotaMsgsPerSecond")})
+                             "quota bytes/s": limit_value(round(u["allocation_bytes_per_s"]), False),
+                             "group quota msgs/s": limit_value(d.get("quotaMsgsPerSecond"))})
     return rows
 
 
 def offload_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"participant": p["participantId"], "permits bytes/s": o["limit_bytes_per_s"],
+    return [{"participant": p["participantId"], "permits bytes/s": limit_value(o["limit_bytes_per_s"]),
              "limited": o["limited_total"], "read bytes": o["read_bytes_total"],
              "offload s": round(o["offload_time_seconds_total"], 2), "max read bytes": o["reading_max_bytes"],
              "errors": o["errors_total"]}
@@ -237,28 +259,31 @@ def check_limit(value: Any) -> str | None:
     return None
 
 
-def _show(v: Any) -> str:
+def _show(v: Any, field: str = "") -> str:
+    """A value as the audit log and the confirmation show it; a limit field's "unlimited" in words."""
+    if field and LIMIT_FIELD.search(field) and isinstance(limit_value(v), str) and v is not None:
+        return UNLIMITED
     return "(not set)" if v is None else json.dumps(v) if not isinstance(v, str) else v
 
 
 def diff_rows(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[dict[str, str]]:
     """Field by field old -> new (None: not set / removed)."""
     keys = list(dict.fromkeys([*(old or {}), *(new or {})]))
-    return [{"field": k, "old": _show((old or {}).get(k)), "new": _show((new or {}).get(k)),
+    return [{"field": k, "old": _show((old or {}).get(k), k), "new": _show((new or {}).get(k), k),
              "changed": "yes" if (old or {}).get(k) != (new or {}).get(k) else ""} for k in keys]
 
 
 def change_text(old: Any, new: Any) -> str:
     """One line for an audit entry: the fields that changed, ``field: old -> new``."""
     if isinstance(old, dict) and isinstance(new, dict):
-        changed = [f"{k}: {_show(old.get(k))} → {_show(new.get(k))}" for k in dict.fromkeys([*old, *new])
+        changed = [f"{k}: {_show(old.get(k), k)} → {_show(new.get(k), k)}" for k in dict.fromkeys([*old, *new])
                    if old.get(k) != new.get(k)]
         return ", ".join(changed) or "no change"
     if old is None:
-        return "set " + (", ".join(f"{k}: {_show(v)}" for k, v in new.items()) if isinstance(new, dict)
+        return "set " + (", ".join(f"{k}: {_show(v, k)}" for k, v in new.items()) if isinstance(new, dict)
                          else _show(new))
     if new is None:
-        return "removed (was " + (", ".join(f"{k}: {_show(v)}" for k, v in old.items()) if isinstance(old, dict)
+        return "removed (was " + (", ".join(f"{k}: {_show(v, k)}" for k, v in old.items()) if isinstance(old, dict)
                                   else _show(old)) + ")"
     return f"{_show(old)} → {_show(new)}"
 

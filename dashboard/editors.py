@@ -31,6 +31,7 @@ __all__ = ["Pending", "Refusal", "resource_group", "level_policy", "subscription
 
 HELP = f"Allowed: {derive.LIMIT_RULE}."
 PERIOD_HELP = "Allowed: a whole number of seconds, 1..86400."
+CHOICE_HELP = "One of the values the setting allows (defaultQuotaStrategy: fair or proportional)."
 Refusal = Callable[[str, str], str | None]   # (method, path) -> why the signed-in principal may not, or None
 
 
@@ -63,6 +64,13 @@ def _num(v: float) -> int | float:
 def _limit(label: str, value: float, key: str, disabled: bool = False) -> float:
     return st.number_input(label, min_value=-1.0, value=float(value), step=1.0, format="%g", key=key, help=HELP,
                            disabled=disabled)
+
+
+def _now(cur: dict[str, Any], labels: dict[str, str]) -> None:
+    """The stored values in words under the inputs (which take -1 for unlimited): "Now: publish msgs/s 40, publish
+    bytes/s unlimited", or "Now: not set"."""
+    st.caption("Now: " + (", ".join(f"{label} {derive.limit_text(cur.get(f))}" for f, label in labels.items())
+                          if cur else "not set"))
 
 
 def _review(key: str, values: dict[str, Any], disabled: bool, why: str | None = None) -> bool:
@@ -109,6 +117,7 @@ def resource_group(conn: data.Conn, ps: dict[str, Any], refusal: Refusal) -> Pen
     values = {f: cols[i].number_input(labels[i], min_value=-1.0, value=float(cur.get(f, -1)), step=1.0,
                                       format="%g", key=f"rg.{name}.{f}", help=HELP)
               for i, f in enumerate(fields)}
+    _now(cur, {f: label.lower() for f, label in zip(fields, labels, strict=True)})
     attach = st.text_input("Attach to namespace (tenant/namespace) or tenant (optional)", key=f"rg.{name}.attach",
                            help="Everything under it then shares this group's quota (PIP-82).").strip()
     scope = "namespaces" if "/" in attach else "tenants"
@@ -134,6 +143,7 @@ def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, 
            "ratePeriodInSecond": c3.number_input("Period (s)", min_value=1, max_value=86400,
                                                  value=int(cur.get("ratePeriodInSecond", 1)), step=1,
                                                  key=f"{key}.p", help=PERIOD_HELP)}
+    _now(cur, {m: "messages per period", b: "bytes per period"})
     return out
 
 
@@ -195,15 +205,20 @@ def broker(conn: data.Conn, settings: dict[str, Any], refusal: Refusal) -> Pendi
                         index=names.index(offload) if offload in names else 0,
                         help="Offload flow permits (bytes/s) are managedLedgerOffloadBrokerFlowPermitsPerSecond")
     cur = settings[name]
+    number = not isinstance(cur, bool | str)
     if isinstance(cur, bool):
         value: Any = st.toggle(name, value=cur, key=f"broker.{name}")
+    elif isinstance(cur, str):   # a choice (defaultQuotaStrategy): the control plane names the values it allows
+        value = st.text_input(name, value=cur, key=f"broker.{name}", help=CHOICE_HELP).strip()
     else:
         value = _limit(f"{name} (0 or -1 disables)", cur, f"broker.{name}")
-    text = str(value).lower() if isinstance(value, bool) else f"{_num(value)}"
+        _now({name: cur}, {name: name})
+    text = str(value).lower() if isinstance(value, bool) else quote(value, safe="") if isinstance(value, str) \
+        else f"{_num(value)}"
     path = f"/admin/v2/brokers/configuration/{name}/{text}"
-    if not _review("broker.review", {} if isinstance(cur, bool) else {name: value}, False, refusal("POST", path)):
+    if not _review("broker.review", {name: value} if number else {}, not text, refusal("POST", path)):
         return None
-    new = value if isinstance(value, bool) else _num(value)
+    new = _num(value) if number else value
     return Pending(f"broker setting {name}", "POST", path, None, {name: cur}, {name: new})
 
 
@@ -221,6 +236,7 @@ def mutation_quota(conn: data.Conn, ps: dict[str, Any], refusal: Refusal) -> Pen
     samples = c3.number_input("Samples", min_value=1, max_value=1000, value=int(cur.get("samples", 11)), step=1,
                               key=f"{k}.s", help="Allowed: 1..1000. Burst = quota x samples x window.")
     strict = c4.toggle("Strict (reject when in debt)", value=bool(cur.get("strict", True)), key=f"{k}.strict")
+    _now(cur, {"quotaPerSecond": "mutations per second"})
     path = f"/admin/v2/quotas/mutations/{quote(user, safe='')}/{quote(client, safe='')}"
     if not _review("mq.review", {"quotaPerSecond": quota}, False, refusal("PUT", path)):
         return None

@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 
 __all__ = ["DEBT_COLOR", "tokens_figure", "rate_vs_limit_figure", "throttled_figure", "throttle_time_figure",
            "admitted_vs_limit_figure", "top_throttled_figure", "queue_figure", "shares_figure",
-           "resource_group_figure", "offload_figure", "mutation_figure"]
+           "resource_group_figure", "shared_limit_figure", "offload_figure", "mutation_figure"]
 
 DEBT_COLOR = "rgba(214, 39, 40, 0.45)"
 RED, BLUE, GREY, GREEN, ORANGE = "#d62728", "#1f77b4", "#7f7f7f", "#2ca02c", "#ff7f0e"
@@ -90,6 +90,9 @@ def rate_vs_limit_figure(points: Sequence[dict[str, Any]], limit_per_s: float | 
     if limit_per_s is not None:
         fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[limit_per_s, limit_per_s], name="limit", mode="lines",
                                  line={"color": RED, "dash": "dash", "width": 1.5}))
+    else:
+        fig.add_annotation(text="limit: unlimited", showarrow=False, xref="paper", yref="paper", x=1, y=1,
+                           xanchor="right", yanchor="top", font={"color": GREY, "size": 11})
     return _layout(_time_axis(fig), title, uirevision, height=280, yaxis_title=f"{dimension}/s",
                    yaxis_rangemode="tozero")
 
@@ -182,6 +185,35 @@ def resource_group_figure(rows: Sequence[dict[str, Any]], title: str = "usage, d
                                ("computed quota", "quota msgs/s", BLUE)):
         fig.add_trace(go.Bar(x=who, y=[r[field] for r in rows], name=name, marker_color=color))
     return _layout(fig, title, uirevision, barmode="group", yaxis_title="msgs/s")
+
+
+def shared_limit_figure(rows: Sequence[dict[str, Any]], limit_per_s: float | str, unit: str = "msgs/s",
+                        title: str = "usage vs share", uirevision: str = "shared") -> go.Figure:
+    """Per participant (``derive_shared.participant_rows``) its demand, usage and share, and the same summed over
+    all of them beside the limit (a dashed line; "unlimited" when there is none): a total bar past the line is
+    over-admission, a gap under it with demand above it is quota stranded."""
+    fig = go.Figure()
+    if not rows:
+        return _layout(_empty(fig, "no participant reports this limit"), title, uirevision)
+    who = [str(r["participant"]) for r in rows] + ["all participants"]
+
+    def bars(field: str) -> list[float | None]:
+        values = [r[field] if isinstance(r[field], int | float) else None for r in rows]
+        known = [v for v in values if v is not None]
+        return values + [sum(known) if known else None]
+
+    for name, field, color in (("demand", f"demand {unit}", ORANGE), ("usage", f"usage {unit}", GREEN),
+                               ("share", f"share {unit}", BLUE)):
+        fig.add_trace(go.Bar(y=who, x=bars(field), name=name, marker_color=color, orientation="h"))
+    if isinstance(limit_per_s, int | float):
+        fig.add_vline(x=limit_per_s, line={"color": RED, "dash": "dash", "width": 1.5},
+                      annotation_text=f"limit {limit_per_s:,g} {unit}", annotation_position="top")
+    else:
+        fig.add_annotation(text="limit: unlimited", showarrow=False, xref="paper", yref="paper", x=1, y=1,
+                           xanchor="right", yanchor="bottom", font={"color": GREY, "size": 11})
+    fig.update_yaxes(type="category", autorange="reversed")   # participants as listed, all of them last
+    return _layout(fig, title, uirevision, height=max(220, 110 + 45 * len(who)), barmode="group",
+                   xaxis_title=unit, xaxis_rangemode="tozero")
 
 
 def offload_figure(points: Sequence[dict[str, Any]], permits_bytes_per_s: float | None,

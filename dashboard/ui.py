@@ -110,7 +110,26 @@ def table(rows: Sequence[dict[str, Any]], key: str | None = None, empty: str = "
     if not rows:
         st.caption(empty)
         return
-    st.dataframe(pd.DataFrame(list(rows)), hide_index=True, key=key, column_config=column_config or None)
+    st.dataframe(_texts_where_mixed(pd.DataFrame(list(rows))), hide_index=True, key=key,
+                 column_config=column_config or None)
+
+
+def _texts_where_mixed(frame: pd.DataFrame) -> pd.DataFrame:
+    """A column of numbers and words (a limit: 40, or "unlimited") as text throughout: a table column has one
+    type (Arrow's), and would otherwise fail to convert."""
+    for column in frame.columns:
+        words = frame[column].map(lambda v: isinstance(v, str))
+        if words.any() and not words.all():
+            frame[column] = frame[column].map(_text)
+    return frame
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, str) or v is None:
+        return v or ""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.6g}"
 
 
 def stamp() -> None:

@@ -64,10 +64,10 @@ def _groups(rgs: dict) -> None:
     for g in rgs["resourceGroups"]:
         attached = ", ".join([*(f"topic {t}" for t in g.get("topics", [])), *(f"namespace {n}" for n in g["namespaces"]),
                               *(f"tenant {t}" for t in g["tenants"])])
-        q = g["configured"]
-        st.markdown(f"**{g['name']}**: publish {q['publishRateInMsgs']:g} msgs/s, {q['publishRateInBytes']:g} B/s; "
-                    f"dispatch {q['dispatchRateInMsgs']:g} msgs/s, {q['dispatchRateInBytes']:g} B/s "
-                    f"(-1 = unlimited); attached to {attached or 'nothing'}")
+        q, lim = g["configured"], derive.limit_text
+        st.markdown(f"**{g['name']}**: publish {lim(q.get('publishRateInMsgs'), 'msgs/s')}, "
+                    f"{lim(q.get('publishRateInBytes'), 'B/s')}; dispatch {lim(q.get('dispatchRateInMsgs'), 'msgs/s')}, "
+                    f"{lim(q.get('dispatchRateInBytes'), 'B/s')}; attached to {attached or 'nothing'}")
         mine = [r for r in rows if r["group"] == g["name"] and r["direction"] == "publish"]
         ui.plot(figures.resource_group_figure(mine, title=f"{g['name']}: publish per participant",
                                               uirevision=f"rg.{g['name']}"), f"fairness.rg.{g['name']}")

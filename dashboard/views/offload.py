@@ -37,7 +37,7 @@ def _offload(people: dict, settings: dict | None) -> None:
     points = derive.offload_points(_samples(people))
     permits = settings.get(PERMITS) if settings else None
     c1, c2, c3 = st.columns(3)
-    c1.metric("Flow permits per process", "off" if not permits or permits <= 0 else f"{permits:,.0f} B/s",
+    c1.metric("Flow permits per process", derive.limit_text(permits, "B/s"),
               help=f"Broker setting {PERMITS} (Limits page)", border=True)
     rate = derive.latest(points, "admittedBytesPerSecond") if points else None
     c2.metric("Offload read rate", "n/a" if rate is None else f"{rate:,.0f} B/s", f"{len(rows)} participant(s)",
@@ -59,9 +59,11 @@ def _mutations(people: dict, policies: dict | None) -> None:
     configured = (policies or {}).get("mutationQuotas", [])
     if configured:
         st.caption("Configured (Limits page): " + "; ".join(
-            f"{q['user']} / {q['clientId']}: {q['quotaPerSecond']:g}/s, burst "
-            f"{q['quotaPerSecond'] * q['samples'] * q['windowSeconds']:g}{'' if q['strict'] else ' (permissive)'}"
-            for q in configured))
+            f"{q['user']} / {q['clientId']}: " + (
+                f"{derive.limit_text(q['quotaPerSecond'], '/s')}, burst "
+                f"{derive.limit_text(q['quotaPerSecond'] * q['samples'] * q['windowSeconds'])}"
+                if derive.limit_value(q["quotaPerSecond"]) != derive.UNLIMITED else derive.UNLIMITED)
+            + ("" if q["strict"] else " (permissive)") for q in configured))
 
 
 def _live() -> None:

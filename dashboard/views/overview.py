@@ -1,7 +1,10 @@
-"""Overview: is the control plane up, who reports, how fresh the data is, and who is throttled most.
+"""Overview: is the control plane up, who reports, how fresh the data is, who is throttled most, and how each
+shared limit is shared.
 
 Everything below the title is one live fragment (``ui.live``): health, participants alive, data freshness ("updated
-2 s ago", a warning when stale), the most throttled targets, throttle time per second, admitted vs limit.
+2 s ago", a warning when stale), the most throttled targets, throttle time per second, admitted vs limit, and the
+shared limits (``/v1/state/shared``): one row each, those over the limit or with quota stranded first, then for the
+first few each participant's demand, usage and share against the limit (``derive_shared``).
 """
 
 from __future__ import annotations
@@ -10,12 +13,13 @@ import time
 
 import streamlit as st
 
-from dashboard import data, derive, figures, ui
+from dashboard import data, derive, derive_shared, figures, ui
 
 __all__ = ["main"]
 
 WINDOW_S = 300.0
 TOP_N = 8
+SHARED_N = 6
 
 
 def _live() -> None:
@@ -63,7 +67,29 @@ def _live() -> None:
     if buckets is not None:
         rows = derive.admitted_vs_limit(history, buckets)
         ui.plot(figures.admitted_vs_limit_figure(rows), "overview.admitted")
+    shared = ui.need(data.shared(conn))
+    if shared is not None:
+        _shared(shared)
     ui.stamp()
+
+
+def _shared(doc: dict) -> None:
+    st.subheader("Shared limits")
+    st.caption("Each limit the participants share: what they admit against it, and how the control plane's grants "
+               "split it (share: each one's max-min fair rate by what it wants). Over the limit or quota stranded "
+               "(unused while demand waits) come first." + (" The control plane is re-learning after a restart."
+                                                             if doc.get("learning") else ""))
+    ui.table(derive_shared.summary_rows(doc), "overview.shared", empty="No participant reports a shared limit yet.",
+             status=st.column_config.TextColumn(width="large"))
+    limits = derive_shared.ordered(doc)
+    for limit in limits[:SHARED_N]:
+        rows = derive_shared.participant_rows(limit)
+        name, cap, unit = derive_shared.chart(limit)
+        ui.plot(figures.shared_limit_figure(rows, cap, unit, title=f"{name}: usage vs share",
+                                            uirevision=f"shared.{limit['key']}"), f"overview.shared.{limit['key']}")
+        ui.table(rows, f"overview.shared.table.{limit['key']}")
+    if len(limits) > SHARED_N:
+        st.caption(f"Charts for {SHARED_N} of {len(limits)} shared limits; the table lists them all.")
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from dashboard import app
 from tests.controlplane.conftest import ADMIN, REPO, clean_env, free_port
 
 from .conftest import Participant, Stack, history_ready, start_stack, stop_process, stop_stack, wait_for
@@ -113,10 +114,27 @@ def test_every_page_renders_live_data(browser) -> None:  # type: ignore[no-untyp
         if path == "overview":
             page.get_by_text("Participants alive").wait_for()
             page.get_by_text(re.compile(r"^\d+ s ago$")).first.wait_for()
+            page.get_by_role("heading", name="Shared limits").wait_for(timeout=20000)
+            page.get_by_text(re.compile(r": usage vs share$")).first.wait_for(timeout=20000)
         if path == "offload":
             page.wait_for_timeout(8000)     # the offload chart samples at each refresh
         _shoot(page, path)
         page.close()
+
+
+def test_every_page_opens_at_its_own_url_and_the_root_at_the_overview(browser) -> None:  # type: ignore[no-untyped-def]
+    _, dash, context = browser
+    for name, title, _ in app.PAGES:       # a bookmark of any page, the first one's included
+        page = _open(context, f"{dash.url}/{name}", title)
+        page.wait_for_timeout(1500)         # the dialog comes with the first answer, if it comes
+        assert page.get_by_text("Page not found").count() == 0, name
+        assert page.url == f"{dash.url}/{name}"
+        page.close()
+    page = _open(context, dash.url, "Overview")
+    page.wait_for_url(f"{dash.url}/overview", timeout=10000)
+    expect(page.get_by_role("link", name="Overview")).to_have_attribute("href", re.compile(r"/overview$"))
+    assert page.get_by_text("Page not found").count() == 0
+    page.close()
 
 
 def test_change_a_topic_limit_and_see_it_applied(browser) -> None:  # type: ignore[no-untyped-def]

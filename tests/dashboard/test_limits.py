@@ -147,3 +147,31 @@ def test_without_an_admin_token_the_page_offers_a_token_sign_in(env: Stack, monk
     assert [s.value for s in at.sidebar.success][-1] == "Signed in as admin (super-user)"
     assert not any("Sign in" in w.value for w in at.warning)
     assert not at.button(key="topic.review").disabled and not at.button(key="rg.review").disabled
+
+
+def test_the_editors_say_what_is_stored_now_in_words(env: Stack) -> None:
+    at = limits_page()
+    at.selectbox(key="topic.target").set_value("acme/web/clicks").run()   # 40 msgs per period, bytes -1
+    captions = [c.value for c in at.caption]
+    assert "Now: messages per period 40, bytes per period unlimited" in captions, captions
+    assert "Now: mutations per second 5" in captions        # <default> / <default>, seeded
+    at.selectbox(key="topic.target").set_value("beta/etl/load").run()     # no policy of its own
+    assert "Now: not set" in [c.value for c in at.caption]
+    at.selectbox(key="rg.pick").set_value("rg-batch").run()
+    assert ("Now: publish msgs/s 40, publish bytes/s unlimited, dispatch msgs/s unlimited, dispatch bytes/s "
+            "unlimited") in [c.value for c in at.caption]
+
+
+def test_a_broker_setting_that_is_a_choice_is_edited_as_text(env: Stack) -> None:
+    cp = env.cp.client(ADMIN)
+    at = limits_page()
+    at.selectbox(key="broker.name").set_value("defaultQuotaStrategy").run()      # was: a number input, which failed
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text_input(key="broker.defaultQuotaStrategy").value == "fair"
+    at.text_input(key="broker.defaultQuotaStrategy").set_value("proportional").run()
+    click(click(at, "broker.review"), "limits.confirm")
+    assert cp.get("/admin/v2/brokers/configuration/runtime").json()["defaultQuotaStrategy"] == "proportional"
+    at.text_input(key="broker.defaultQuotaStrategy").set_value("fastest").run()
+    click(click(at, "broker.review"), "limits.confirm")
+    assert any("HTTP 4" in e.value and "Nothing was changed" in e.value for e in at.error)
+    assert cp.post("/admin/v2/brokers/configuration/defaultQuotaStrategy/fair").status_code == 204

@@ -1,0 +1,102 @@
+"""Live rates are smooth for steady traffic: a participant admitting a steady 100 msgs/s, reporting every 0.25 s
++- 30 % with counters that advance in whole batches, reads 100 +- 10 % at every point the pages get from
+``data.history`` -- the control plane's own history (``LiveState`` on a fake clock) through the dashboard's rates."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from controlplane.state import LiveState
+from dashboard import data, rates
+from metrics.report import Report
+from tests.controlplane.conftest import report
+from tests.controlplane.fake_clock import FakeClock
+
+pytestmark = pytest.mark.unit
+
+INTERVAL = 0.25
+RATE = 100.0
+FIELD = "admittedMsgsPerSecond"
+
+
+def steady_history(seed: int, batch: float, seconds: float = 120.0, participants: int = 1) -> dict[str, Any]:
+    """The history after ``seconds`` of ``participants`` together admitting RATE msgs/s in batches of ``batch``
+    (each a batch every batch / its rate seconds), each reporting every INTERVAL +- 30 %, uniformly at random."""
+    rnd = random.Random(seed)
+    clock = FakeClock(1_000_000.0)
+    live = LiveState(INTERVAL, clock)
+    start = clock.t
+    due = {f"p{i}": start + rnd.random() * INTERVAL for i in range(participants)}
+    seq = dict.fromkeys(due, 0)
+    while min(due.values()) < start + seconds:
+        pid = min(due, key=due.__getitem__)
+        clock.t, seq[pid] = due[pid], seq[pid] + 1
+        admitted = math.floor(RATE / participants * (clock.t - start) / batch) * batch
+        counters = [{"level": "topic", "name": "acme/web/clicks", "kind": "publish", "admitted_msgs_total": admitted,
+                     "admitted_bytes_total": 200 * admitted, "throttle_time_seconds_total": 0, "throttled_count": 0}]
+        accepted, why = live.ingest(Report.model_validate(report(pid, seq=seq[pid], sent_at=clock.t,
+                                                                 counters=counters)))
+        assert accepted, why
+        due[pid] += INTERVAL * (1 + rnd.uniform(-0.3, 0.3))
+    return live.history()
+
+
+def values(history: dict[str, Any]) -> list[float]:
+    [series] = history["series"]
+    return [p[FIELD] for p in series["points"] if p[FIELD] is not None]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("batch", [1, 10])
+def test_a_steady_stream_reads_within_ten_percent_at_every_point(seed: int, batch: float) -> None:
+    history = steady_history(seed, batch)
+    shown = values(rates.smoothed(history, 60.0))
+    assert len(shown) >= 60 / INTERVAL * 0.8
+    assert all(abs(v - RATE) <= 0.1 * RATE for v in shown), (min(shown), max(shown))
+    if batch > 1:   # one interval's rate zigzags with the batches and the jitter: what this smooths out
+        raw = values(history)
+        assert max(abs(v - RATE) for v in raw) > 0.3 * RATE
+
+
+@pytest.mark.xfail(strict=True, reason="the control plane's history sums, per report interval, the participants that "
+                   "reported in it: one that skipped an interval (its report came late) is missing from that "
+                   "point, and its next rate, over both intervals, counts once -- two participants at 50 msgs/s "
+                   "each read about 93 on average, and 80 at times; the fix belongs to the history in "
+                   "controlplane/state.py (a participant's rate in the intervals its report spans)")
+def test_two_participants_sharing_the_stream_read_within_ten_percent() -> None:
+    shown = values(rates.smoothed(steady_history(1, 1, participants=2), 60.0))
+    assert all(abs(v - RATE) <= 0.1 * RATE for v in shown), (min(shown), max(shown))
+
+
+def test_the_pages_get_the_smoothed_rates_and_a_span_more_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    history = steady_history(5, 10)
+    asked: list[tuple[tuple[str, Any], ...]] = []
+
+    def get(conn: data.Conn, path: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+        assert path == "/v1/state/history"
+        asked.append(params)
+        return history
+
+    monkeypatch.setattr(data, "_get", get)
+    monkeypatch.setattr(data, "health", lambda conn: {"reportIntervalSeconds": INTERVAL})
+    got = data.history(data.Conn("http://127.0.0.1:1"), 60.0)
+    assert dict(asked[0])["seconds"] == 60.0 + rates.span_s(INTERVAL)
+    shown = values(got)
+    assert got["source"] == "control plane" and len(shown) >= 60 / INTERVAL * 0.8
+    assert all(abs(v - RATE) <= 0.1 * RATE for v in shown), (min(shown), max(shown))
+    [series] = got["series"]
+    assert series["points"][-1]["t"] - series["points"][0]["t"] < 60.0
+
+
+def test_smoothing_weighs_each_point_by_the_time_it_covers_and_leaves_levels_alone() -> None:
+    points = [{"t": 0.0, FIELD: None, "tokensMsgs": 5.0}, {"t": 1.0, FIELD: 10.0, "tokensMsgs": -2.0},
+              {"t": 3.0, FIELD: 40.0, "tokensMsgs": 1.0}, {"t": 10.0, FIELD: 7.0, "tokensMsgs": 0.0}]
+    got = rates.smooth_points(points, 1.0, span=3.0)
+    assert [p[FIELD] for p in got] == [None, 10.0, pytest.approx((10 * 1 + 40 * 2) / 3), 7.0]
+    assert [p["tokensMsgs"] for p in got] == [5.0, -2.0, 1.0, 0.0]
+    assert points[2][FIELD] == 40.0    # the input is not changed
+    assert rates.span_s(0.25) == rates.MIN_SPAN_S and rates.span_s(2.0) == 8.0
