@@ -1,4 +1,4 @@
-"""Churn: 100 participants joining and leaving over 2 minutes (issue #10), against a real control plane.
+"""Churn: 100 participants joining and leaving over 2 minutes, against a real control plane.
 
 What is shown
 -------------

@@ -1,4 +1,4 @@
-"""Control-plane load: N simulated participants reporting once a second on loopback (DESIGN §8, issue #10).
+"""Control-plane load: N simulated participants reporting once a second on loopback.
 
 What is measured
 ----------------

@@ -1,4 +1,4 @@
-"""The participant runtime (issue #4): one per process, its limiters, and the reporter that shares quotas.
+"""The participant runtime: one per process, its limiters, the reporter, and the grant keeper that fills shared limits.
 
 ``participant()`` is the entry point: ``participant().producer("acme/web/clicks")``,
 ``participant().dispatcher("acme/web/clicks", "sub")``, ``participant().mutation_quota(user, client_id)``,

@@ -10,7 +10,7 @@ in, and a forked child (PySpark forks workers from its daemon) gets a fresh part
 own timer thread and its own reporter (threads do not survive ``fork``). An at-fork hook also forgets the parent's
 instance and replaces the accessor's lock, which another thread may have held at the moment of the fork.
 
-A participant holds, per process (DESIGN §6: a "broker"):
+A participant holds, per process (the role of a Pulsar "broker"):
 
 - ``limits`` -- ``limiter.PublishLimits``: publish limiters by level and name; ``producer(topic)`` wires a producer
   to broker -> resource group -> tenant -> namespace -> topic;

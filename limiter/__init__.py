@@ -1,6 +1,6 @@
 """throttlescope's limiter core: pure Python, no I/O, imports nothing else of the project.
 
-The names below are the public API (DESIGN.md §4); each module opens with an essay on how it works and why.
+The names below are the public API; each module opens with an essay on how it works and why.
 """
 
 from .bucket import DEFAULT_RESOLUTION_S, AsyncTokenBucket

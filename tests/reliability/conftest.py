@@ -1,4 +1,4 @@
-"""Reliability tests (issue #10): bad input, auth, durability, faults, churn.
+"""Reliability tests: bad input, auth, durability, faults, churn.
 
 Real control planes come from tests/controlplane (``start_cp``: ``python -m controlplane`` on a free loopback port
 with the known ADMIN and PARTICIPANT tokens, killed in a finalizer); ``RestartableControlPlane`` (tests/collectors)
