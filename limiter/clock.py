@@ -238,6 +238,9 @@ class ManualClock:
         return f"ManualClock(now_s={self.now_s():.9f})"
 
 
+MAX_TIMER_WAIT_S = 60.0   # the timer thread wakes at least this often (new timers wake it at once)
+
+
 class ThreadScheduler:
     """Runs callbacks on one daemon timer thread, by the given clock's ``now_ns``.
 
@@ -268,7 +271,10 @@ class ThreadScheduler:
                 handle = self._timers.pop_due(self._clock.now_ns())
                 if handle is None:
                     due = self._timers.next_due_ns()
-                    wait_s = None if due is None else max(0.0, (due - self._clock.now_ns()) / NS_PER_S)
+                    # capped: a timer years away (a deficit at a pool's near-zero own refill) would overflow the
+                    # platform's time_t in ``wait`` and kill the thread every limiter of the process relies on
+                    wait_s = MAX_TIMER_WAIT_S if due is None else \
+                        min(MAX_TIMER_WAIT_S, max(0.0, (due - self._clock.now_ns()) / NS_PER_S))
                     self._cond.wait(wait_s)
                     continue
             try:

@@ -23,7 +23,9 @@ three buckets hold:
   the same larger share; spare is split in ``n + 1`` parts, one kept free for a newcomer) and holds ``burst_s`` of
   it -- so grants flow smoothly at the fair rates, which add up to the limit, and a gap is caught up by at most
   ``burst_s``. It does not refill while the window is spent, or what the window held back would come out as a
-  burst when it slides, and echo every window.
+  burst when it slides, and echo every window. (A window spent for less than ``SHORT_SPENT_S`` of it is not
+  oversubscribed: holders asking at their fair rates fill it exactly, and the grant a window ago slides out a
+  little after an ask now and then; pausing for that would lose the refill of every such moment.)
 
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
 and the window credits it to its newest grants, so the next worker to get work finds it.
@@ -57,6 +59,8 @@ __all__ = ["GrantWindow", "DEFAULT_BURST_S"]
 
 DEFAULT_BURST_S = 0.5
 LEVEL_REFRESH_S = 0.05
+SHORT_SPENT_S = 0.05    # of the window: a spent window that frees sooner does not pause the holders' buckets
+RECENT_WINDOWS = 5      # ``holders``: who asked in this many windows (the safe split's count)
 
 
 def _water_level(capacity: float, wants: list[float]) -> tuple[float, float]:
@@ -97,6 +101,7 @@ class GrantWindow:
         self._own: dict[Hashable, tuple[float, float]] = {}    # holder -> (its bucket's tokens, when)
         self._level: tuple[float, float, float] | None = None  # (rate, water level, spare per part)
         self._level_at = -math.inf
+        self._recent: dict[Hashable, float] = {}   # holder -> when it last asked, kept RECENT_WINDOWS windows
 
     def _slide(self, now_s: float) -> None:
         horizon = now_s - self.window_s
@@ -139,6 +144,20 @@ class GrantWindow:
         self._slide(now_s)
         return len(self._askers)
 
+    def holders(self, now_s: float) -> int:
+        """How many holders asked in the last ``RECENT_WINDOWS`` windows and did not ``leave``: the count a safe
+        (static) split must divide by. Askers in one window undercount a Spark stream, whose workers each sit
+        out a micro-batch now and then: a split by them would let every worker run at more than its part while
+        the control plane is down."""
+        horizon = now_s - RECENT_WINDOWS * self.window_s
+        for holder in [h for h, t in self._recent.items() if t <= horizon]:
+            del self._recent[holder]
+        return max(len(self._recent), self.askers(now_s))
+
+    def leave(self, holder: Hashable) -> None:
+        """``holder`` is done with the limit (it said so): no longer counted by ``holders``."""
+        self._recent.pop(holder, None)
+
     def grant(self, holder: Hashable, wants: float, capacity: float, now_s: float, *, fair_chunk: float,
               rate_per_s: float | None = None, learning_cap: float | None = None) -> float:
         """Grant ``holder`` up to ``wants`` tokens now (see the module essay); returns the amount.
@@ -146,7 +165,7 @@ class GrantWindow:
         wants = _amount("wants", wants)
         _amount("capacity", capacity)
         self._slide(now_s)
-        self._askers[holder] = now_s
+        self._askers[holder] = self._recent[holder] = now_s
         rate = capacity / self.window_s
         if rate_per_s is not None:
             self._wants_per_s[holder] = _amount("rate_per_s", rate_per_s)
@@ -170,7 +189,12 @@ class GrantWindow:
         amount = max(0.0, amount)
         self._own[holder] = (own - amount, now_s)
         if capacity - self._total - amount <= 1e-9:
-            self._spent_until = now_s + self.retry_s(capacity, now_s, pending=amount)
+            # spent for longer than a jitter's worth: the window is oversubscribed (a cut, a burst) -- the buckets
+            # pause. A shorter span is holders asking at their fair rates, which fill the window exactly: pausing
+            # there would lose the refill of every such moment (one holder alone at its limit got 0.89 of it)
+            spent_s = self.retry_s(capacity, now_s, pending=amount)
+            if spent_s > SHORT_SPENT_S * self.window_s:
+                self._spent_until = now_s + spent_s
         if amount <= 0:
             return 0.0
         self._log.append([now_s, holder, amount])

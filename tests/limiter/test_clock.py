@@ -83,6 +83,19 @@ def test_thread_scheduler_runs_callbacks_and_survives_a_failing_one():
     assert errors == [ZeroDivisionError]
 
 
+def test_a_timer_thousands_of_years_away_does_not_kill_the_timer_thread():
+    """A pool's own refill is near zero (deposits fill it): the time until its deficit refills by itself can be
+    1e11 s, past the platform's time_t. The thread must keep serving every other timer."""
+    scheduler = ThreadScheduler()
+    scheduler.call_later(1e11, lambda: None)
+    done = threading.Event()
+    scheduler.call_later(0.01, done.set)
+    assert done.wait(5)
+    again = threading.Event()
+    scheduler.call_later(0.01, again.set)      # and after it had to wait for the far one
+    assert again.wait(5)
+
+
 def test_scheduler_for_picks_the_manual_clock_itself():
     clock = ManualClock()
     assert scheduler_for(clock) is clock

@@ -67,6 +67,18 @@ def test_a_capacity_cut_holds_once_the_window_slides() -> None:
     assert w.grant("A", 100, 300, 1.95, fair_chunk=100) == pytest.approx(50 + 0.15 * 300)
 
 
+def test_one_holder_asking_at_its_fair_rate_gets_the_whole_limit() -> None:
+    """Asks every 15-35 ms fill the window exactly: a moment of it spent (the grant a second ago slides out a
+    little later) is jitter, not oversubscription, and must not cost the bucket its refill (it got 0.975)."""
+    w = GrantWindow(1.0, burst_s=0.5)
+    t, got, gaps = 0.0, 0.0, [0.02, 0.03, 0.025, 0.035, 0.015]
+    for i in range(480):
+        amount = w.grant("A", 10, 300, t, fair_chunk=75, rate_per_s=300)
+        got += amount if t >= 2.0 else 0.0
+        t += gaps[i % len(gaps)]
+    assert got / (t - 2.0) >= 0.99 * 300
+
+
 def test_learning_cap_paces_a_holder_at_its_fallback_rate_without_a_first_burst() -> None:
     w = GrantWindow(1.0)
     # it was spending at its fallback rate (300/s) until this ask: nothing on top at once
@@ -117,3 +129,13 @@ def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: floa
         granted.append((now, got))
         in_window = sum(g for t, g in granted if t > now - window_s)
         assert in_window <= capacity * (1 + 1e-9)
+
+
+def test_holders_remember_five_windows_and_forget_who_leaves() -> None:
+    w = GrantWindow(1.0)
+    w.grant("A", 10, 1000, 0.0, fair_chunk=10)
+    w.grant("B", 10, 1000, 2.0, fair_chunk=10)
+    assert w.askers(2.0) == 1 and w.holders(2.0) == 2       # A sat out the last window: still a holder
+    assert w.holders(5.5) == 1                              # A's ask is five windows old
+    w.leave("B")
+    assert w.holders(5.5) == 0
