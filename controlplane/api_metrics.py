@@ -2,9 +2,10 @@
 
 How it works
 ------------
-``install(app, live, policies)`` builds one ``metrics.collector.ThrottlescopeCollector`` over the live state,
-registers it on a registry of its own (no global default registry: one app, one registry, tests build many),
-makes it the live state's listener (so counters keep the totals of participants that leave or restart), adds
+``install(app, live, policies, grants)`` builds one ``metrics.collector.ThrottlescopeCollector`` over the live
+state and the grant book (a resource group's calculated quota is what the book grants), registers it on a
+registry of its own (no global default registry: one app, one registry, tests build many), makes it the live
+state's listener (so counters keep the totals of participants that leave or restart), adds
 the route, and times every ``POST /v1/report`` with a small ASGI middleware that observes the report-latency
 histogram (parsing and validation included: the whole handling, after the guard's authorisation).
 
@@ -30,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from controlplane.api_participant import REPORT_PATH
 from controlplane.config import ConfigError
 from controlplane.state import LiveState
+from metrics.allocation import ShareSource
 from metrics.collector import ThrottlescopeCollector, topic_labels_from_env
 from metrics.report import PolicySet
 
@@ -64,7 +66,7 @@ class ReportTimer:
             self.observe(time.perf_counter() - start)
 
 
-def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet],
+def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet], grants: ShareSource | None = None,
             env: Mapping[str, str] | None = None) -> ThrottlescopeCollector:
     """Add ``/metrics`` and the report timer to ``app``. Call before the guard middleware is added (so the guard
     runs first). Raises ConfigError for a bad THROTTLESCOPE_METRICS_TOPIC_LABELS."""
@@ -72,7 +74,7 @@ def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet],
         topic_labels = topic_labels_from_env(os.environ if env is None else env)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    collector = ThrottlescopeCollector(live, policies, topic_labels=topic_labels)
+    collector = ThrottlescopeCollector(live, policies, topic_labels=topic_labels, grants=grants)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     live.listener = collector

@@ -40,9 +40,12 @@ def queues(ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/v1/state/resourcegroups",
-            summary="Per resource group: configured quota, attachments, per-participant usage, demand and allocation")
+            summary="Per resource group: configured quota, attachments, per-participant usage, demand and allocation",
+            description="A participant's allocation is its fair rate from the grant book (as in /v1/state/shared) "
+                        "when it asked for grants of the group in the window; otherwise PIP-82's usage-based split "
+                        "of what the grant holders leave.")
 def resource_groups(ctx: Ctx) -> dict[str, Any]:
-    return ctx.live.resource_groups(ctx.policies())
+    return ctx.live.resource_groups(ctx.policies(), ctx.grants)
 
 
 @router.get("/v1/state/history", summary="Per limiter, the last minutes at report resolution (in memory)")

@@ -94,11 +94,10 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 
 def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
-               live: LiveState | None = None) -> FastAPI:
+               live: LiveState | None = None, grants: GrantBook | None = None) -> FastAPI:
     store = store if store is not None else Store(settings.data_dir)
     live = live if live is not None else LiveState(settings.report_interval_s)
-
-    grants = GrantBook(settings.report_interval_s, settings.data_dir)
+    grants = grants if grants is not None else GrantBook(settings.report_interval_s, settings.data_dir)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -115,7 +114,7 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
         app.include_router(module.router)
     # the last added runs first: guard -> report timer -> report fast path -> FastAPI's routes
     app.add_middleware(api_participant.ParticipantFastPath, ctx=app.state.ctx)
-    api_metrics.install(app, live, app.state.ctx.policies)
+    api_metrics.install(app, live, app.state.ctx.policies, grants)
     app.add_middleware(GuardMiddleware, directory=directory, open_reads=settings.open_reads,
                        max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
     app.openapi = _openapi(app)  # type: ignore[method-assign]

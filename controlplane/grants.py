@@ -16,17 +16,24 @@ its fair share per ask, so a participant sending steadily asks about 4 times a s
 participants share a limit, its asks stay near ``MAX_ASKS_PER_S``.
 
 ``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
-the participants that asked in the last window (a static split: the limit is held while nobody can re-divide
-it).
+the participants that asked in the last five windows and did not say they were done (``GrantWindow.holders``: a
+static split, so the limit is held while nobody can re-divide it). Not by the askers of the last window alone: a
+Spark stream's workers each sit out a micro-batch now and then, and a split by whoever asked in the last second
+let four workers of a 1,000 msgs/s limit run at 1,440 between them through an outage.
 
 Learning mode: a restarted control plane's windows are empty, while the participants out there still spend
 the old process's grants or their fallback rates. If the marker file (``grants.alive`` in the data directory,
-touched while anyone asks) is younger than ``learning_s`` at start-up, the book answers in learning mode for
+touched while anyone asks) is younger than ``MARKER_STALE_S`` at start-up, the book answers in learning mode for
 ``learning_s``: a participant is paced at no more than the fallback rate it reports (``safe_*``), without a first
 burst, and the fallback rate answered stays that, so the total stays within the limit until everyone has been
 heard from. One that reports none (a worker that started during the outage) gets the limit split between
 the participants heard so far and itself (at least two), as its own outage rule would. ``learning_s`` covers the participants' longest
 retry backoff (10 intervals, at most 30 s) plus two intervals. A fresh data directory starts without learning.
+The marker may be old: a participant runs at its fallback rate for as long as the outage lasts, and a restart
+itself can take seconds on a loaded machine (a marker only ``learning_s`` old missed the participants of a
+1.5-s outage, which then took 700 msgs/s each of a 1,000 limit for most of a second). Learning needlessly costs
+a newcomer half the limit for ``learning_s``; so only a marker untouched for a day is taken for a platform whose
+jobs are gone.
 """
 
 from __future__ import annotations
@@ -44,12 +51,13 @@ from limiter.policy import Level
 from metrics.policyview import PolicyView
 from metrics.report import Grant, GrantAsk, PolicySet, limit_key, parse_limit_key
 
-__all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "learning_s_for"]
+__all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "MARKER_STALE_S", "learning_s_for"]
 
 CHUNK_S = 0.25
 RETRY_MIN_S = 0.02
 MAX_ASKS_PER_S = 100.0
 MARKER = "grants.alive"
+MARKER_STALE_S = 24 * 3600.0   # a marker older than this: no participant of then is assumed to be still sending
 
 
 def learning_s_for(interval_s: float) -> float:
@@ -86,7 +94,7 @@ class GrantBook:
                 age = wall() - self._marker.stat().st_mtime
             except OSError:
                 age = math.inf
-            if age < learning:
+            if age < MARKER_STALE_S:
                 self.learning_until = clock() + learning
 
     @property
@@ -130,7 +138,7 @@ class GrantBook:
                                  msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3]),
                                  bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
                                  fair_bytes_per_s=b[4],
-                                 holders=max(windows.msgs.askers(now), windows.bytes.askers(now))))
+                                 holders=max(windows.msgs.holders(now), windows.bytes.holders(now))))
         self._touch(now)
         return out
 
@@ -199,13 +207,18 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, wan
     is unlimited."""
     if capacity <= 0:
         return -1.0, -1.0, -1.0, 0.0, -1.0
+    # counted before a give-back or a leave: the answer to one is the last a participant may get before an
+    # outage (a stream's worker gives back at the end of every micro-batch), and its fallback must still count it
+    holders_before = window.holders(now)
     if returns > 0 or leaving:   # (no longer an asker: its fair share goes to the others at once)
         window.give_back(holder, returns, now)
+    if leaving:
+        window.leave(holder)
 
     def safe_per_s() -> float:
         # while re-learning, not everyone has been heard from: the fallback rate a participant brought along
         # stays its cap (answering the limit / the few heard so far would raise it with every answer)
-        split = capacity / period_s / max(1, window.askers(now))
+        split = capacity / period_s / max(1, window.holders(now), holders_before)
         return min(split, safe_was_per_s) if learning and safe_was_per_s > 0 else split
 
     if wants <= 0:

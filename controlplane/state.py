@@ -16,18 +16,15 @@ a report sent more than 2 report intervals ago is ignored, as is one whose ``seq
 one (PIP-82: discard old messages); a participant not heard from for 2 intervals is removed (``expire``, run on
 every access), and ``goodbye`` removes one at once. Removed participants are remembered briefly as "departed".
 
-History: for each limiter (level, kind, name) a ring buffer of 15 minutes at report resolution (one slot per
-report interval). A slot holds, per participant, the rates derived from the counter deltas between its last two
-reports (admitted msgs/s and bytes/s, throttle seconds per second, throttles per second) and its tokens; a slot's
-value is the sum over participants, so jitter in report timing does not double or drop a participant's rate.
+History: every accepted report goes into ``controlplane.history.History`` (per limiter, 15 minutes at report
+resolution), under the same lock.
 
-Allocation of resource-group quotas uses ``limiter.quota.local_quotas``, the same function participants run,
-with the group's strategy (``PolicySet.quota_strategy``), so the dashboard shows what participants compute.
+Allocation of resource-group quotas: ``metrics.allocation.allocations``, the grant book's fair rate of each
+participant under grants, PIP-82's usage-based split for the others -- the computation the metrics use too.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import deque
@@ -35,11 +32,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from limiter.quota import DEFAULT_STRATEGY, local_quotas
-from metrics.report import LimiterCounters, PolicySet, Report, UsageValues, limit_key
+from controlplane.history import HISTORY_S, History
+from metrics.allocation import ShareSource, allocations, shares
+from metrics.report import PolicySet, Report, UsageValues, limit_key
 
-HISTORY_S = 900.0
-MAX_SERIES = 5000
+__all__ = ["LiveState", "HISTORY_S", "LEVEL_ORDER"]
+
 MAX_DEPARTED = 256
 LEVEL_ORDER = ("broker", "resource_group", "tenant", "namespace", "topic", "subscription")
 
@@ -53,38 +51,6 @@ class Peer:
     usage: dict[str, UsageValues] = field(default_factory=dict)
 
 
-@dataclass
-class Slot:
-    index: int
-    values: dict[str, tuple[float, ...]] = field(default_factory=dict)  # participant -> rates and tokens
-    sums: tuple[float | None, ...] | None = None  # once closed: per field, the sum over participants (None: none)
-    count: int = 0                                # once closed: how many participants it held
-
-    def totals(self) -> tuple[tuple[float | None, ...], int]:
-        """Per field, the sum over participants (None when none had a value), and the number of participants."""
-        if self.sums is not None:
-            return self.sums, self.count
-        width = len(next(iter(self.values.values()), ()))
-        sums = tuple(math.fsum(vals) if (vals := [v[i] for v in self.values.values() if not math.isnan(v[i])])
-                     else None for i in range(width))
-        return sums, len(self.values)
-
-    def close(self) -> None:
-        """The slot is past: keep its sums only, so a slot's memory does not grow with the participants (1,000
-        participants x 15 minutes of per-participant values would be gigabytes)."""
-        if self.sums is None:
-            self.sums, self.count = self.totals()
-            self.values = {}
-
-
-def _allocate(configured: float, usage: dict[str, float], demand: dict[str, float],
-              strategy: str = DEFAULT_STRATEGY) -> dict[str, float]:
-    """Each participant's share of one dimension of a shared quota (-1 = unlimited)."""
-    if not usage:
-        return {}
-    return local_quotas(strategy, configured, usage, demand)
-
-
 class LiveState:
     def __init__(self, interval_s: float, clock: Callable[[], float] = time.time) -> None:
         self.interval_s = interval_s
@@ -94,11 +60,7 @@ class LiveState:
         self._peers: dict[str, Peer] = {}   # least recently heard from first (expiry stops at the first live one)
         self._usage: dict[str, dict[str, UsageValues]] = {}  # limit key -> participant -> usage (usage_map's index)
         self._departed: deque[dict[str, Any]] = deque(maxlen=MAX_DEPARTED)
-        self._history: dict[tuple[str, str, str], deque[Slot]] = {}
-        self._slots = max(1, math.ceil(HISTORY_S / interval_s))
-        # per participant: (slot index, its last report in that slot), and the report that opened the current slot
-        self._last_in_slot: dict[str, tuple[int, Report]] = {}
-        self._slot_base: dict[str, tuple[int, Report]] = {}
+        self._history = History(interval_s)
         # told, under the lock, of reports replaced and participants removed (metrics.collector keeps totals)
         self.listener: Any = None
 
@@ -116,7 +78,7 @@ class LiveState:
             peer = self._peers.get(pid)
             if peer is not None and report.seq <= peer.report.seq:
                 return False, f"seq {report.seq} is not above the last accepted seq {peer.report.seq}"
-            self._record_history(pid, report, now)
+            self._history.record(pid, report, now)
             if peer is not None and self.listener is not None:
                 self.listener.replaced(peer.report, report)
             usage = {limit_key(u.level, u.direction, u.name): UsageValues(
@@ -156,8 +118,7 @@ class LiveState:
 
     def _depart(self, pid: str, peer: Peer, why: str, now: float) -> None:
         self._index(pid, peer.usage, {})
-        self._last_in_slot.pop(pid, None)
-        self._slot_base.pop(pid, None)
+        self._history.forget(pid)
         if self.listener is not None:
             self.listener.departed(peer.report, why)
         self._departed.append({**self._describe(pid, peer, now, None), "alive": False, "departedBecause": why,
@@ -174,57 +135,6 @@ class LiveState:
         horizon = now - HISTORY_S
         while self._departed and self._departed[0]["departedAt"] < horizon:
             self._departed.popleft()
-
-    def _record_history(self, pid: str, cur: Report, now: float) -> None:
-        # A slot's rates span from the participant's last report of an earlier slot to its latest report in
-        # this one: an extra report within a slot (a job asking for fresh shares) refines the slot's value
-        # instead of replacing it with a rate over a few milliseconds, which made the history spiky.
-        index = int(now // self.interval_s)
-        last = self._last_in_slot.get(pid)
-        if last is None:  # a participant's first report: later ones in its first slot are measured from it
-            self._slot_base[pid] = (index, cur)
-        elif last[0] < index:
-            self._slot_base[pid] = (index, last[1])
-        self._last_in_slot[pid] = (index, cur)
-        base = self._slot_base.get(pid)
-        prev = base[1] if base is not None and base[0] == index else None
-        dt = cur.sent_at - prev.sent_at if prev is not None else 0.0
-        before: dict[tuple[str, str, str], LimiterCounters] = (
-            {(c.level, c.kind, c.name): c for c in prev.counters} if prev is not None and dt > 0 else {})
-        tokens = {(b.level, b.kind, b.name): (b.msgs.tokens if b.msgs else math.nan,
-                                              b.bytes.tokens if b.bytes else math.nan) for b in cur.buckets}
-        keys = dict.fromkeys([*((c.level, c.kind, c.name) for c in cur.counters), *tokens])  # report order
-        counters = {(c.level, c.kind, c.name): c for c in cur.counters}
-        for key in keys:
-            c, p = counters.get(key), before.get(key)
-            if c is not None and p is not None:
-                def rate(a: float, b: float) -> float:
-                    return (a - b if a >= b else a) / dt   # a counter that went down was reset
-                rates = (rate(c.admitted_msgs_total, p.admitted_msgs_total),
-                         rate(c.admitted_bytes_total, p.admitted_bytes_total),
-                         rate(c.throttle_time_seconds_total, p.throttle_time_seconds_total),
-                         rate(c.throttled_count, p.throttled_count))
-            else:
-                rates = (math.nan,) * 4
-            series = self._history.get(key)
-            if series is None:
-                if len(self._history) >= MAX_SERIES:
-                    self._prune_history(index)
-                if len(self._history) >= MAX_SERIES:
-                    continue
-                series = self._history[key] = deque(maxlen=self._slots)
-            if not series or series[-1].index < index:
-                if series:
-                    series[-1].close()
-                series.append(Slot(index))
-            slot = next((s for s in reversed(series) if s.index <= index), series[-1])
-            if slot.sums is None:  # (a closed slot is only ever picked when the clock stepped back)
-                slot.values[pid] = rates + tokens.get(key, (math.nan, math.nan))
-
-    def _prune_history(self, index: int) -> None:
-        """Forget limiters with no point in the history window (bounded memory: at most MAX_SERIES series)."""
-        for key in [k for k, s in self._history.items() if not s or s[-1].index < index - self._slots]:
-            del self._history[key]
 
     # ------------------------------------------------------------ queries
 
@@ -300,9 +210,14 @@ class LiveState:
                     for pid, peer in self._live_reports() for q in peer.report.queues]
         return {"queues": sorted(rows, key=lambda d: (LEVEL_ORDER.index(d["level"]), d["name"], d["participantId"]))}
 
-    def resource_groups(self, ps: PolicySet) -> dict[str, Any]:
+    def resource_groups(self, ps: PolicySet, grants: ShareSource | None = None) -> dict[str, Any]:
+        """Per resource group, its configuration and attachments, and per direction each live participant's usage,
+        demand and allocation (what ``grants``, the grant book, grants it; see ``metrics.allocation``)."""
         with self._lock:
             self._expire(self._clock())
+        keys = [limit_key("resource_group", d, name) for name in ps.resourceGroups for d in ("publish", "dispatch")]
+        used = self.usage_map(keys)
+        book = shares(grants, used, ps)   # (outside the lock: the grant book has its own)
         groups = []
         for name, rg in sorted(ps.resourceGroups.items()):
             strategy = ps.quota_strategy(name)
@@ -313,11 +228,10 @@ class LiveState:
                 "tenants": sorted(k for k, v in ps.tenantResourceGroups.items() if v == name)}
             for direction, msgs_cap, bytes_cap in (("publish", rg.publishRateInMsgs, rg.publishRateInBytes),
                                                    ("dispatch", rg.dispatchRateInMsgs, rg.dispatchRateInBytes)):
-                users = self.usage_map([limit_key("resource_group", direction, name)]).popitem()[1]
-                alloc_m = _allocate(msgs_cap, {p: u.usage_msgs_per_s for p, u in users.items()},
-                                    {p: u.demand_msgs_per_s for p, u in users.items()}, strategy)
-                alloc_b = _allocate(bytes_cap, {p: u.usage_bytes_per_s for p, u in users.items()},
-                                    {p: u.demand_bytes_per_s for p, u in users.items()}, strategy)
+                key = limit_key("resource_group", direction, name)
+                users = used[key]
+                alloc_m = allocations(msgs_cap, strategy, users, "msgs", book.get(key))
+                alloc_b = allocations(bytes_cap, strategy, users, "bytes", book.get(key))
                 entry[direction] = {
                     "quotaMsgsPerSecond": msgs_cap, "quotaBytesPerSecond": bytes_cap,
                     "participants": {p: {**u.model_dump(), "allocation_msgs_per_s": alloc_m[p],
@@ -327,24 +241,5 @@ class LiveState:
 
     def history(self, level: str | None = None, name: str | None = None, seconds: float = HISTORY_S) -> dict[str, Any]:
         now = self._clock()
-        first = int((now - seconds) // self.interval_s)
-        fields = ("admittedMsgsPerSecond", "admittedBytesPerSecond", "throttleSecondsPerSecond",
-                  "throttledPerSecond", "tokensMsgs", "tokensBytes")
         with self._lock:
-            series = []
-            for (lv, kind, nm), slots in sorted(self._history.items()):
-                if (level is not None and lv != level) or (name is not None and nm != name):
-                    continue
-                points = []
-                for s in slots:
-                    if s.index < first:
-                        continue
-                    point: dict[str, Any] = {"t": s.index * self.interval_s}
-                    sums, count = s.totals()
-                    for i, f in enumerate(fields):
-                        point[f] = sums[i] if i < len(sums) else None
-                    point["participants"] = count
-                    points.append(point)
-                if points:
-                    series.append({"level": lv, "kind": kind, "name": nm, "points": points})
-        return {"intervalSeconds": self.interval_s, "windowSeconds": seconds, "series": series}
+            return self._history.view(now, level, name, seconds)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.grants import MARKER, GrantBook, learning_s_for
+from controlplane.grants import MARKER, MARKER_STALE_S, GrantBook, learning_s_for
 from limiter import ManualClock
 from metrics.report import GrantAsk, PolicySet, ResourceGroup
 
@@ -40,7 +40,18 @@ def test_a_fresh_data_directory_grants_at_once(tmp_path: Path) -> None:
 
 
 def test_a_stale_marker_means_no_learning(tmp_path: Path) -> None:
-    assert not restarted(tmp_path, ManualClock(), learning_s_for(0.25) + 1).learning
+    assert not restarted(tmp_path, ManualClock(), MARKER_STALE_S + 1).learning
+
+
+def test_a_restart_slower_than_the_learning_time_still_re_learns(tmp_path: Path) -> None:
+    # participants run at their fallback rates through an outage of any length: a marker older than the learning
+    # time (a 1.5-s outage plus a slow start on a loaded machine) still means they may be out there
+    clock = ManualClock()
+    book = restarted(tmp_path, clock, 3 * learning_s_for(0.25))
+    assert book.learning
+    assert book.answer("a", ask(250, safe=500), POLICIES)[0].msgs == 0   # no first burst
+    clock.advance(learning_s_for(0.25) + 0.01)
+    assert not book.learning
 
 
 def test_re_learning_paces_each_participant_at_the_fallback_rate_it_brings(tmp_path: Path) -> None:
@@ -92,3 +103,38 @@ def test_a_participant_done_with_a_limit_leaves_its_fair_share_to_the_others(tmp
     assert left.msgs == 0
     clock.advance(0.1)
     assert book.answer("b", ask(100), POLICIES)[0].fair_msgs_per_s == pytest.approx(LIMIT)
+
+
+def test_the_safe_split_counts_workers_that_sat_out_the_last_window(tmp_path: Path) -> None:
+    """A stream's two workers take turns with micro-batches: each second only one of them asks. The fallback
+    rate is still half the limit (a split by the last window's askers would give each the whole of it, and the
+    pair twice the limit through an outage); one that says it is done stops counting."""
+    clock = ManualClock()
+    book = GrantBook(0.25, tmp_path, clock=clock.now_s)
+    for turn in range(6):
+        who = "ab"[turn % 2]
+        got = book.answer(who, ask(100), POLICIES)[0]
+        assert got.safe_msgs_per_s == pytest.approx(LIMIT if turn == 0 else LIMIT / 2), turn
+        assert got.holders == (1 if turn == 0 else 2)
+        clock.advance(1.5)                     # the other one's ask has left the 1-s window
+    book.answer("a", ask(0), POLICIES)         # a leaves
+    assert book.answer("b", ask(100), POLICIES)[0].safe_msgs_per_s == pytest.approx(LIMIT)
+    book.answer("a", ask(100), POLICIES)
+    clock.advance(5 * 1.0 + 0.1)               # five windows without a word from a: it no longer counts
+    assert book.answer("b", ask(100), POLICIES)[0].safe_msgs_per_s == pytest.approx(LIMIT)
+
+
+def test_the_answer_to_a_give_back_or_a_leave_keeps_counting_the_one_that_asks(tmp_path: Path) -> None:
+    """A stream's worker gives back at the end of each micro-batch: if the control plane dies right after, that
+    answer's fallback is what the worker runs at. It must be its part of the limit, not the whole of it."""
+    clock = ManualClock()
+    book = GrantBook(0.25, tmp_path, clock=clock.now_s)
+    book.answer("a", ask(100), POLICIES)
+    book.answer("b", ask(100), POLICIES)
+    clock.advance(0.1)
+    gave_back = book.answer("a", [GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=0,
+                                           returns_msgs=50, rate_msgs_per_s=LIMIT)], POLICIES)[0]
+    assert gave_back.safe_msgs_per_s == pytest.approx(LIMIT / 2)
+    book.answer("a", ask(100), POLICIES)       # a's next micro-batch
+    left = book.answer("b", ask(0), POLICIES)[0]
+    assert left.safe_msgs_per_s == pytest.approx(LIMIT / 2)

@@ -78,6 +78,48 @@ def test_history_rates_from_counter_deltas_summed_over_participants() -> None:
     assert live.history(level="broker")["series"] == []
 
 
+def test_a_late_report_counts_its_rate_in_every_slot_it_spans() -> None:
+    clock = FakeClock(1000.0)
+    live = LiveState(1.0, clock)
+
+    def send(pid: str, seq: int, msgs: float, tokens: float = 0.0) -> None:
+        counters = [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": msgs}]
+        buckets = [{"level": "topic", "name": "t/n/x", "kind": "publish",
+                    "msgs": {"tokens": tokens, "rate": 100, "capacity": 100, "period_s": 1}}]
+        assert live.ingest(report_at(clock, pid=pid, seq=seq, counters=counters, buckets=buckets))[0]
+
+    def points() -> dict[float, dict[str, Any]]:
+        return {p["t"]: p for p in live.history(level="topic")["series"][0]["points"]}
+
+    clock.t = 1000.1
+    send("a", 1, 0)
+    send("b", 1, 0, tokens=5)
+    clock.t = 1001.1
+    send("a", 2, 100)
+    send("b", 2, 50, tokens=4)
+    clock.t = 1002.1
+    send("a", 3, 200)                   # b's report for slot 1002 comes late, in slot 1003
+    clock.t = 1003.05
+    send("b", 3, 50 + 1.95 * 50, tokens=1)
+    clock.t = 1003.1
+    send("a", 4, 300)
+    got = points()
+    assert got[1001.0]["admittedMsgsPerSecond"] == pytest.approx(150)
+    # b's 50 msgs/s over 1001.1 .. 1003.05 counts in slot 1002 too, which it skipped (was 100, b missing)
+    assert got[1002.0]["admittedMsgsPerSecond"] == pytest.approx(150) and got[1002.0]["participants"] == 2
+    assert got[1003.0]["admittedMsgsPerSecond"] == pytest.approx(150)
+    assert got[1002.0]["tokensMsgs"] == 0 + 4            # b's level then: that of its report before the gap
+    assert got[1003.0]["tokensMsgs"] == 0 + 1
+    clock.t = 1003.6                    # another report of b in slot 1003 refines the rate of the whole span
+    send("b", 4, 50 + 2.5 * 80, tokens=2)
+    got = points()
+    assert got[1002.0]["admittedMsgsPerSecond"] == pytest.approx(180)
+    assert got[1003.0]["admittedMsgsPerSecond"] == pytest.approx(180)
+    clock.t = 1004.1
+    send("a", 5, 400)
+    assert points()[1002.0]["admittedMsgsPerSecond"] == pytest.approx(180)   # kept when the slot closed
+
+
 def test_resource_group_allocation_is_fair_by_demand() -> None:
     clock = FakeClock()
     live = LiveState(1.0, clock)
@@ -95,9 +137,9 @@ def test_resource_group_allocation_is_fair_by_demand() -> None:
 
 
 def test_history_is_bounded_and_forgets_old_limiters(monkeypatch: pytest.MonkeyPatch) -> None:
-    from controlplane import state
+    from controlplane import history, state
 
-    monkeypatch.setattr(state, "MAX_SERIES", 3)
+    monkeypatch.setattr(history, "MAX_SERIES", 3)
     clock = FakeClock(5000.0)
     live = LiveState(1.0, clock)
 

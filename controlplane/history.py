@@ -1,0 +1,167 @@
+"""The control plane's short history of every limiter: rates and tokens per report interval, in memory.
+
+How it works
+------------
+For each limiter (level, kind, name) a ring buffer of 15 minutes at report resolution (one slot per report
+interval, by the control plane's clock when the report came). A slot holds, per participant, the rates derived
+from the counter deltas between its last two reports (admitted msgs/s and bytes/s, throttle seconds per second,
+throttles per second) and its tokens; a slot's value is the sum over participants.
+
+A participant whose report came late (none in a slot, the next one spanning both) has that rate counted in every
+slot it spans: summing only the participants that reported in a slot read a skipped slot one participant short,
+and the rate over both slots counted once (two participants at 50 msgs/s each read about 93 on average, 80 at
+times). In the slot it skipped, its tokens are those of its report before the gap (the level known then).
+A participant that is silent for 2 report intervals expires, so a gap is at most one slot: the last two slots
+keep their per-participant values (a late report, and another in the same slot refining its rate, overwrite the
+participant's value in the slot before), older ones keep their sums only. A slot nobody reported in has no
+point; the next point covers its time (``dashboard.rates`` weighs each point by the time since the one before).
+
+Not thread-safe: ``controlplane.state.LiveState`` owns one and calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from metrics.report import LimiterCounters, Report
+
+__all__ = ["History", "HISTORY_S", "MAX_SERIES", "FIELDS"]
+
+HISTORY_S = 900.0
+MAX_SERIES = 5000
+FIELDS = ("admittedMsgsPerSecond", "admittedBytesPerSecond", "throttleSecondsPerSecond", "throttledPerSecond",
+          "tokensMsgs", "tokensBytes")
+
+Key = tuple[str, str, str]
+
+
+@dataclass
+class Slot:
+    index: int
+    values: dict[str, tuple[float, ...]] = field(default_factory=dict)  # participant -> rates and tokens
+    sums: tuple[float | None, ...] | None = None  # once closed: per field, the sum over participants (None: none)
+    count: int = 0                                # once closed: how many participants it held
+
+    def totals(self) -> tuple[tuple[float | None, ...], int]:
+        """Per field, the sum over participants (None when none had a value), and the number of participants."""
+        if self.sums is not None:
+            return self.sums, self.count
+        width = len(next(iter(self.values.values()), ()))
+        sums = tuple(math.fsum(vals) if (vals := [v[i] for v in self.values.values() if not math.isnan(v[i])])
+                     else None for i in range(width))
+        return sums, len(self.values)
+
+    def close(self) -> None:
+        """The slot is past: keep its sums only, so a slot's memory does not grow with the participants (1,000
+        participants x 15 minutes of per-participant values would be gigabytes)."""
+        if self.sums is None:
+            self.sums, self.count = self.totals()
+            self.values = {}
+
+
+def _tokens(report: Report) -> dict[Key, tuple[float, float]]:
+    """Per limiter, the report's token balances (msgs, bytes; NaN where that dimension has no bucket)."""
+    return {(b.level, b.kind, b.name): (b.msgs.tokens if b.msgs else math.nan, b.bytes.tokens if b.bytes else math.nan)
+            for b in report.buckets}
+
+
+class History:
+    """Per limiter, its slots (see the module essay)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.series: dict[Key, deque[Slot]] = {}
+        self._slots = max(1, math.ceil(HISTORY_S / interval_s))
+        # per participant: (slot index, its last report in that slot), and (slot index, the report its rates there
+        # are measured from, that report's own slot)
+        self._last_in_slot: dict[str, tuple[int, Report]] = {}
+        self._slot_base: dict[str, tuple[int, Report, int]] = {}
+
+    def forget(self, pid: str) -> None:
+        """The participant left: its next report (if it comes back) starts afresh."""
+        self._last_in_slot.pop(pid, None)
+        self._slot_base.pop(pid, None)
+
+    def record(self, pid: str, cur: Report, now: float) -> None:
+        # A slot's rates span from the participant's last report of an earlier slot to its latest report in
+        # this one: an extra report within a slot (a job asking for fresh shares) refines the slot's value
+        # instead of replacing it with a rate over a few milliseconds, which made the history spiky.
+        # The slots between the base report's and this one had no report of the participant: the same rates
+        # stand for them (see the module essay).
+        index = int(now // self.interval_s)
+        last = self._last_in_slot.get(pid)
+        if last is None:  # a participant's first report: later ones in its first slot are measured from it
+            self._slot_base[pid] = (index, cur, index)
+        elif last[0] < index:
+            self._slot_base[pid] = (index, last[1], last[0])
+        self._last_in_slot[pid] = (index, cur)
+        base = self._slot_base.get(pid)
+        prev = base[1] if base is not None and base[0] == index else None
+        skipped_after = base[2] if base is not None and prev is not None else index
+        dt = cur.sent_at - prev.sent_at if prev is not None else 0.0
+        before: dict[Key, LimiterCounters] = (
+            {(c.level, c.kind, c.name): c for c in prev.counters} if prev is not None and dt > 0 else {})
+        tokens, held = _tokens(cur), _tokens(prev) if prev is not None else {}
+        keys = dict.fromkeys([*((c.level, c.kind, c.name) for c in cur.counters), *tokens])  # report order
+        counters = {(c.level, c.kind, c.name): c for c in cur.counters}
+        for key in keys:
+            c, p = counters.get(key), before.get(key)
+            if c is not None and p is not None:
+                def rate(a: float, b: float) -> float:
+                    return (a - b if a >= b else a) / dt   # a counter that went down was reset
+                rates = (rate(c.admitted_msgs_total, p.admitted_msgs_total),
+                         rate(c.admitted_bytes_total, p.admitted_bytes_total),
+                         rate(c.throttle_time_seconds_total, p.throttle_time_seconds_total),
+                         rate(c.throttled_count, p.throttled_count))
+            else:
+                rates = (math.nan,) * 4
+            series = self.series.get(key)
+            if series is None:
+                if len(self.series) >= MAX_SERIES:
+                    self._prune(index)
+                if len(self.series) >= MAX_SERIES:
+                    continue
+                series = self.series[key] = deque(maxlen=self._slots)
+            if not series or series[-1].index < index:
+                for s in itertools.islice(reversed(series), 2):  # no late report reaches back past the last slot
+                    if s.index < index - 1:
+                        s.close()
+                series.append(Slot(index))
+            slot = next((s for s in reversed(series) if s.index <= index), series[-1])
+            if slot.sums is None:  # (a closed slot is only ever picked when the clock stepped back)
+                slot.values[pid] = rates + tokens.get(key, (math.nan, math.nan))
+            for s in reversed(series):   # the slots it skipped
+                if s.index <= skipped_after:
+                    break
+                if s.index < index and s.sums is None:
+                    s.values[pid] = rates + held.get(key, (math.nan, math.nan))
+
+    def _prune(self, index: int) -> None:
+        """Forget limiters with no point in the history window (bounded memory: at most MAX_SERIES series)."""
+        for key in [k for k, s in self.series.items() if not s or s[-1].index < index - self._slots]:
+            del self.series[key]
+
+    def view(self, now: float, level: str | None, name: str | None, seconds: float) -> dict[str, Any]:
+        """The points of the last ``seconds``, per limiter (of ``level`` and ``name`` when given)."""
+        first = int((now - seconds) // self.interval_s)
+        series = []
+        for (lv, kind, nm), slots in sorted(self.series.items()):
+            if (level is not None and lv != level) or (name is not None and nm != name):
+                continue
+            points = []
+            for s in slots:
+                if s.index < first:
+                    continue
+                point: dict[str, Any] = {"t": s.index * self.interval_s}
+                sums, count = s.totals()
+                for i, f in enumerate(FIELDS):
+                    point[f] = sums[i] if i < len(sums) else None
+                point["participants"] = count
+                points.append(point)
+            if points:
+                series.append({"level": lv, "kind": kind, "name": nm, "points": points})
+        return {"intervalSeconds": self.interval_s, "windowSeconds": seconds, "series": series}
