@@ -145,9 +145,10 @@ CATALOGUE: tuple[Metric, ...] = (
        _RG, "control plane", "PolicySet.resourceGroups",
        "Configured quota of the resource group per second (absent when unlimited)."),
     _m("resource groups", "throttlescope_resource_group_calculated_quota", "gauge", "msgs or bytes per second",
-       _RG, "sum", "Report.usage[level=resource_group] -> limiter.quota.local_quotas",
-       "Local quotas the live participants compute from the usage map (PIP-82, the participants' own function), "
-       "summed: the part of the configured quota handed out (Pulsar: calculated quota)."),
+       _RG, "sum", "GrantBook.shares fair rates; else Report.usage[level=resource_group] -> local_quotas",
+       "The live participants' allocations, summed: the part of the configured quota handed out (Pulsar: "
+       "calculated quota). A participant's allocation is its fair rate from the control plane's grant book when it "
+       "asked for grants of the group in the window; otherwise the PIP-82 split of what those leave by usage."),
     _m("resource groups", "throttlescope_resource_group_usage", "gauge", "msgs or bytes per second", _RG, "sum",
        "Report.usage[level=resource_group].usage_*_per_s",
        "Local usage of the resource group, summed over live participants: the group's total usage "

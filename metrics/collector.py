@@ -4,7 +4,9 @@ How it works and why
 --------------------
 A Prometheus client-library custom collector (``collect()`` yields fresh metric families on every scrape; its
 dependencies are passed in). It holds no copy of the reports: its ``source`` (the control plane's ``LiveState``)
-hands it the latest report of every *live* participant, and ``policies`` the current policy document. Each
+hands it the latest report of every *live* participant, ``policies`` the current policy document, and ``grants``
+(the control plane's ``GrantBook``) what it grants each participant of a shared limit -- a resource group's
+calculated quota is the sum of ``metrics.allocation.allocations``, as ``/v1/state/resourcegroups`` shows them. Each
 family is built from its ``metrics.catalogue`` entry (name, type, labels, help) and combined across participants
 as the entry's ``across`` says: balances, rates, capacities and queue lengths are summed (the sum of the local
 rates of a shared limit is its effective aggregate rate), ``*_min`` / ``*_max`` / waits take the extreme, and
@@ -44,7 +46,7 @@ from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric as Family
 
-from limiter.quota import local_quotas
+from metrics.allocation import ShareSource, allocations, shares
 from metrics.catalogue import (
     BY_NAME,
     CATALOGUE,
@@ -53,7 +55,7 @@ from metrics.catalogue import (
     REPORT_LATENCY_BUCKETS,
     TOPIC_LABELS_ENV,
 )
-from metrics.report import PolicySet, Report, UsageValues, parse_limit_key
+from metrics.report import PolicySet, Report, UsageValues, limit_key, parse_limit_key
 
 __all__ = ["ThrottlescopeCollector", "ReportSource", "topic_labels_from_env", "DEPARTURE_REASONS"]
 
@@ -145,9 +147,11 @@ class _Values:
 class ThrottlescopeCollector:
     """See the module essay. Register it on a ``CollectorRegistry``; make it the source's listener."""
 
-    def __init__(self, source: ReportSource, policies: Callable[[], PolicySet], *, topic_labels: bool = True):
+    def __init__(self, source: ReportSource, policies: Callable[[], PolicySet], *, topic_labels: bool = True,
+                 grants: ShareSource | None = None):
         self._source = source
         self._policies = policies
+        self._grants = grants
         self.topic_labels = topic_labels
         self._lock = threading.Lock()
         self._retired: dict[Key, list[float]] = {}
@@ -264,17 +268,18 @@ class ThrottlescopeCollector:
     # ------------------------------------------------------------ across reports
 
     def _resource_groups(self, values: _Values, live: Live, policies: PolicySet) -> None:
-        used: dict[tuple[str, str], dict[str, UsageValues]] = defaultdict(dict)
+        used: dict[str, dict[str, UsageValues]] = defaultdict(dict)   # limit key -> participant -> usage
         for report, usage in live:
             for key, u in usage.items():
-                level, direction, name = parse_limit_key(key)
-                if level == "resource_group":
-                    used[name, direction][report.participant.participant_id] = u
+                if parse_limit_key(key)[0] == "resource_group":
+                    used[key][report.participant.participant_id] = u
+        book = shares(self._grants, used, policies)
         for group, rg in policies.resourceGroups.items():
             strategy = policies.quota_strategy(group)
             for mc, quotas in (("publish", (rg.publishRateInMsgs, rg.publishRateInBytes)),
                                ("dispatch", (rg.dispatchRateInMsgs, rg.dispatchRateInBytes))):
-                users = used.get((group, mc), {})
+                key = limit_key("resource_group", mc, group)
+                users = used.get(key, {})
                 values.add("throttlescope_resource_group_participants", (group, mc), len(users))
                 for dimension, configured in zip(("msgs", "bytes"), quotas, strict=True):
                     labels = (group, mc, dimension)
@@ -290,7 +295,7 @@ class ThrottlescopeCollector:
                     values.add("throttlescope_resource_group_remote_usage", labels,
                                max(max(0.0, total - own) for own in usage.values()))
                     if configured > 0:
-                        allocation = local_quotas(strategy, configured, usage, demand)
+                        allocation = allocations(configured, strategy, users, dimension, book.get(key))
                         values.add("throttlescope_resource_group_calculated_quota", labels,
                                    math.fsum(allocation.values()))
 

@@ -297,7 +297,7 @@ class Grant(LenientModel):
     fair_msgs_per_s: float = Field(-1, description="This participant's fair share of the limit now (msgs per second)")
     fair_bytes_per_s: float = Field(-1, description="This participant's fair share of the limit now (bytes per second)")
     retry_s: float = Field(0, description="Seconds until more is free, when less than wanted was granted")
-    holders: int = Field(0, description="How many participants asked for this limit in its last window")
+    holders: int = Field(0, description="How many participants asked for this limit in its last five windows and did not leave")
 
     @property
     def key(self) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from controlplane.grants import GrantBook
 from controlplane.state import LiveState
 from metrics.collector import ThrottlescopeCollector
 from metrics.report import PolicySet, Report
@@ -25,7 +26,8 @@ INSTALL_HINT = "apt-get install prometheus (Debian's package; scripts/system-dep
 
 @dataclass
 class Env:
-    """A collector registered on a fresh registry, over a LiveState whose clock the test moves."""
+    """A collector registered on a fresh registry, over a LiveState whose clock the test moves (and a grant book,
+    when given)."""
 
     now: list[float]
     live: LiveState
@@ -46,11 +48,11 @@ class Env:
 
 @pytest.fixture
 def make_env() -> Callable[..., Env]:
-    def make(topic_labels: bool = True, policies: PolicySet | None = None) -> Env:
+    def make(topic_labels: bool = True, policies: PolicySet | None = None, grants: GrantBook | None = None) -> Env:
         now = [1_000_000.0]
         live = LiveState(1.0, clock=lambda: now[0])
         holder = [policies or PolicySet(version=1)]
-        collector = ThrottlescopeCollector(live, lambda: holder[0], topic_labels=topic_labels)
+        collector = ThrottlescopeCollector(live, lambda: holder[0], topic_labels=topic_labels, grants=grants)
         live.listener = collector
         registry = CollectorRegistry(auto_describe=True)
         registry.register(collector)

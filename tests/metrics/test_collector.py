@@ -10,9 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controlplane.grants import GrantBook
+from limiter import ManualClock
 from metrics.catalogue import BY_NAME, CATALOGUE, PREFIX
 from metrics.collector import topic_labels_from_env
-from metrics.report import PolicySet, ResourceGroup, limit_key
+from metrics.report import GrantAsk, PolicySet, ResourceGroup, limit_key
 
 from .conftest import Env, bucket, counters, report
 
@@ -192,6 +194,36 @@ def test_resource_groups_quota_usage_remote_usage_and_demand(make_env) -> None:
     # PIP-82 report suppression: a's unchanged usage is still counted
     env.send(report(env, "a", 2, usage_unchanged=[limit_key("resource_group", "publish", "rg")]))
     assert env.value("throttlescope_resource_group_usage", **pub, dimension="msgs") == 100
+
+
+def test_calculated_quota_is_what_the_grant_book_grants(make_env) -> None:
+    policies = PolicySet(version=2, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=100)})
+    clock = ManualClock()
+    book = GrantBook(1.0, None, clock=clock.now_s)
+    env: Env = make_env(policies=policies, grants=book)
+    key = limit_key("resource_group", "publish", "rg")
+    quota = {"resource_group": "rg", "monitoring_class": "publish", "dimension": "msgs"}
+
+    def use(pid: str, msgs: float) -> None:
+        env.send(report(env, pid, 1, usage=[{"level": "resource_group", "name": "rg", "direction": "publish",
+                                             "usage_msgs_per_s": msgs, "demand_msgs_per_s": msgs}]))
+
+    use("a", 10)
+    use("b", 20)
+    # nobody asked for grants yet: PIP-82's fair split, which hands out the whole quota
+    assert env.value("throttlescope_resource_group_calculated_quota", **quota) == pytest.approx(100)
+    for pid, rate in (("a", 10), ("b", 20)):
+        book.answer(pid, [GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=5,
+                                   rate_msgs_per_s=rate)], policies)
+    clock.advance(0.1)
+    holders = book.shares({key: ["a", "b"]}, policies)[key]["holders"]
+    fair = [holders[p]["msgs"]["fairPerSecond"] for p in ("a", "b")]
+    # max-min fair by the wanted rates, the spare 70 in three parts (one kept for a newcomer): 76.7 handed out
+    assert fair == [pytest.approx(10 + 70 / 3), pytest.approx(20 + 70 / 3)]
+    assert env.value("throttlescope_resource_group_calculated_quota", **quota) == pytest.approx(math.fsum(fair))
+    use("c", 5)             # reports usage, asks for no grant: PIP-82 gives it what the grant holders leave
+    assert env.value("throttlescope_resource_group_calculated_quota", **quota) == pytest.approx(100)
+    assert env.value("throttlescope_resource_group_calculated_quota", **{**quota, "dimension": "bytes"}) is None
 
 
 def test_policy_versions_without_a_participant_label(make_env) -> None:
