@@ -59,6 +59,10 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
+def _weights(text: str) -> tuple[int, ...]:
+    return tuple(_positive_int(part) for part in _names(text))
+
+
 def _conf(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -95,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sink", default="files", help="'files' (default) or an http(s):// endpoint")
     p.add_argument("--topics", type=_names, help="tenant/namespace/topic,... (default: the demo topics)")
     p.add_argument("--rows-per-batch", type=_positive_int, default=2000, help="rate source rows per micro-batch")
+    p.add_argument("--topic-weights", type=_weights, metavar="W,W,...",
+                   help="rate source: records per topic in these proportions, one whole number per topic "
+                        "(default: equal; give each topic's limit to keep every limit busy)")
     p.add_argument("--payload-bytes", type=_positive_int, default=200, help="payload size (rate source, --generate)")
     p.add_argument("--producers-per-topic", type=_positive_int, default=2, help="keyed producers (threads) per topic per task")
     p.add_argument("--batch-rows", type=_positive_int, default=100, help="records per acquire")
@@ -148,7 +155,7 @@ def _config(args: argparse.Namespace) -> Any:
         duration = args.duration_s if args.duration_s or args.source == "files" else 20.0
         return jobs.PublishConfig(args.output, args.source, args.input, args.topics or jobs.DEMO_TOPICS, args.sink,
                                   duration, args.partitions, args.rows_per_batch, args.payload_bytes,
-                                  args.producers_per_topic, args.batch_rows)
+                                  args.producers_per_topic, args.batch_rows, topic_weights=args.topic_weights)
     if args.job == "dispatch":
         if args.generate:
             jobs.make_backlog(args.backlog, {"acme/stream/orders": 1, "acme/stream/events": 2}, args.generate)

@@ -7,7 +7,10 @@ operator's later edits: it seeds only a store that has no resource group yet), a
 session, rounds of:
 
 - the publish job (rate source, six topics of three tenants, several keyed producers per task) -- throttled at
-  topic, namespace-default, tenant and resource-group level at once, so the fairness queues have members;
+  topic, namespace-default, tenant and resource-group level at once, so the fairness queues have members. Its
+  records go to the topics in proportion to their seeded limits (``DEMO_RATES_PER_S``), ``BATCH_S`` seconds of them
+  per micro-batch: a micro-batch ends when its slowest topic is sent, so equal parts would leave every limit but
+  the tightest idle most of the time (throttled at each batch's start, far below the limit on average);
 - beside it on a second driver thread: the offload job (ledgers copied hot -> cold under the flow permits), the
   mutation job (partition directories created under a KIP-599 quota) and the dispatch job (a backlog read by two
   subscriptions under topic and subscription dispatch limits).
@@ -47,6 +50,13 @@ __all__ = ["SEED", "seed", "main"]
 log = logging.getLogger("throttlescope.demo")
 
 RATE = {"publishThrottlingRateInByte": -1}
+# The msgs/s each of the publish job's DEMO_TOPICS gets under the seeded limits: clicks 150, views 250, logs 200
+# (acme's 600 less those two), orders and payments 200 each (rg-etl's 400), blobs 500 (100,000 bytes/s of
+# PAYLOAD_BYTES payloads) -- the topics' weights in each micro-batch
+DEMO_RATES_PER_S = (150, 250, 200, 200, 200, 500)
+PAYLOAD_BYTES = 200
+SLOTS_PER_JOB = 2   # tasks of the publish job, and of each side job (the master's four slots hold both)
+BATCH_S = 20.0  # of sending at the seeded limits per micro-batch: the gap between two is a small part of it
 SEED: list[tuple[str, str, dict[str, Any] | None]] = [
     ("PUT", "/admin/v2/resourcegroups/rg-etl", {"publishRateInMsgs": 400, "publishRateInBytes": -1,
                                                 "dispatchRateInMsgs": 300, "dispatchRateInBytes": -1}),
@@ -108,6 +118,7 @@ def _side_jobs(spark: Any, work: Path, stop: threading.Event) -> None:
     from .jobs.mutation import MutationConfig, run_mutation
     from .jobs.offload import OffloadConfig, make_ledgers, run_offload
 
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", "side-jobs")   # beside the publish job's pool
     round_no = 0
     while not stop.is_set():
         round_no += 1
@@ -115,9 +126,11 @@ def _side_jobs(spark: Any, work: Path, stop: threading.Event) -> None:
         shutil.rmtree(base, ignore_errors=True)
         try:
             make_ledgers(base / "hot", count=8, size_bytes=1_000_000)
-            run_offload(spark, OffloadConfig(hot=str(base / "hot"), cold=str(base / "cold"), duration_s=30))
+            run_offload(spark, OffloadConfig(hot=str(base / "hot"), cold=str(base / "cold"), duration_s=30,
+                                             partitions=SLOTS_PER_JOB))
             run_mutation(spark, MutationConfig(root=str(base / "tables"), tables=2, days=2, hours=12,
-                                               user="spark", client_id="demo", duration_s=30))
+                                               user="spark", client_id="demo", duration_s=30,
+                                               partitions=SLOTS_PER_JOB))
             make_backlog(base / "backlog", {"demo/backlog/events": 1}, entries=400)
             run_dispatch(spark, DispatchConfig(backlog=str(base / "backlog"), output=str(base / "delivered"),
                                                subscriptions=("billing", "audit"), duration_s=30))
@@ -130,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=os.environ.get("THROTTLESCOPE_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--data-dir", default=os.environ.get("THROTTLESCOPE_DATA_DIR", "./data"))
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default="local[4]",
+                        help="Spark master (default %(default)s: the tasks mostly wait on their limiters, and four "
+                             "slots let the side jobs' tasks run beside the publish job's two instead of taking "
+                             "their slots half of the time)")
     parser.add_argument("--round-s", type=float, default=120.0, help="length of one publish round (s)")
     parser.add_argument("--duration-s", type=float, default=None, help="stop after this long (default: never)")
     parser.add_argument("--startup-timeout-s", type=float, default=120.0)
@@ -151,12 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     from .jobs.common import spark_session
     from .jobs.publish import PublishConfig, run_publish
 
-    spark = spark_session(args.master, "throttlescope-demo", args.url, token)
+    spark = spark_session(args.master, "throttlescope-demo", args.url, token,
+                          conf={"spark.scheduler.mode": "FAIR"})   # each driver thread's pool gets its turn
     work = data_dir / "demo"
     stop = threading.Event()
     side = threading.Thread(target=_side_jobs, args=(spark, work, stop), name="demo-side-jobs", daemon=True)
     side.start()
     ends_at = None if args.duration_s is None else time.time() + args.duration_s
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", "publish")
+    publish = {"producers_per_topic": 3, "partitions": SLOTS_PER_JOB, "topic_weights": DEMO_RATES_PER_S,
+               "payload_bytes": PAYLOAD_BYTES, "rows_per_batch": int(sum(DEMO_RATES_PER_S) * BATCH_S)}
     round_no = 0
     try:
         while ends_at is None or time.time() < ends_at:
@@ -164,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             out = work / f"publish-{round_no % 2}"
             shutil.rmtree(out, ignore_errors=True)
             length = args.round_s if ends_at is None else max(1.0, min(args.round_s, ends_at - time.time()))
-            summary = run_publish(spark, PublishConfig(output=str(out), duration_s=length, producers_per_topic=3))
+            summary = run_publish(spark, PublishConfig(output=str(out), duration_s=length, **publish))
             log.info("demo: publish round %d: %s records out", round_no, summary.get("records_out"))
     except KeyboardInterrupt:
         pass

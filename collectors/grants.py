@@ -22,7 +22,7 @@ trip; the gap between two micro-batches is caught up, because the window counts 
 
 While the control plane cannot be reached (``unreachable``): a pool spends what it holds for ``OUTAGE_SWITCH_S``
 (by then every other participant's pool has run dry too), then the limiter runs at the ``safe`` rate the
-control plane last answered (the limit divided by the participants that asked in its last window: a static
+control plane last answered (the limit divided by the participants that asked in its last five windows: a static
 split, so the limit is held and nobody who was sending stalls). A limiter that was never answered runs at the
 limit divided by the most participants any answer counted (at least two): a worker that starts during an
 outage does not wait for as long as the outage lasts. When the control plane answers again (``reachable``), the

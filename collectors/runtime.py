@@ -64,6 +64,7 @@ __all__ = ["Participant", "participant", "reset_participant", "current_participa
 log = logging.getLogger(__name__)
 
 GOODBYE_TIMEOUT_S = 0.5
+MAX_TOPICS_REFRESHED = 10_000   # topics whose first producer or dispatcher refreshes the policies (then: the next report)
 
 
 class Participant:
@@ -89,6 +90,7 @@ class Participant:
         self.grant_keeper: GrantKeeper | None = None
         self._dispatch_throttles: dict[str, int] = {}
         self._closed = False
+        self._topics_seen: set[str] = set()
         if client is None and self.config.url:
             from .client import ControlPlaneClient, request_timeout_s
             client = ControlPlaneClient(self.config.url, self.config.token,
@@ -111,7 +113,12 @@ class Participant:
     # --- what Spark helpers use ---------------------------------------------------------------------------
 
     def producer(self, topic: str, name: str | None = None, **options: Any) -> Producer:
-        """A producer on ``topic`` (``tenant/namespace/topic``) under every publish level that applies."""
+        """A producer on ``topic`` (``tenant/namespace/topic``) under every publish level that applies.
+
+        The first producer of a topic in this process runs a report round first (one round trip): a Python
+        worker that Spark reuses across jobs knows the policies of its last answer, and a limit set just before
+        a job starts must hold from the job's first batch, not from the next report interval on."""
+        self._first_of(topic)
         producer = self.limits.producer(topic, name, **options)
         self.applier.refresh()  # new limiters get their burst (the hook gave them their rate)
         if self.grant_keeper is not None:
@@ -124,12 +131,22 @@ class Participant:
 
     def dispatcher(self, topic: str, subscription: str | None = None, **options: Any) -> Dispatcher:
         """A dispatcher for ``subscription`` reading ``topic``, under broker, topic, subscription and the resource
-        group of the topic's namespace (else tenant), as the policies known now attach it."""
+        group of the topic's namespace (else tenant), as the policies known now attach it (the first of a topic in
+        this process refreshes them first, as ``producer`` does)."""
+        self._first_of(topic)
         dispatcher = self.dispatch.dispatcher(topic, subscription, self.applier.resource_group_of(topic), **options)
         self.applier.refresh()
         if self.grant_keeper is not None:
             self._fill()
         return dispatcher
+
+    def _first_of(self, topic: str) -> None:
+        """The first producer or dispatcher of ``topic`` in this process: one report round first, so that the
+        policies it starts under are those of now, not of this worker's last job."""
+        if topic not in self._topics_seen and len(self._topics_seen) < MAX_TOPICS_REFRESHED:
+            self._topics_seen.add(topic)
+            if self.reporter is not None and self.reporter.ready.is_set():
+                self.reporter.run_once()
 
     def _fill(self) -> None:
         """Fill the new producer's (or dispatcher's) pools now, on this thread: its first send must not overdraw

@@ -17,9 +17,9 @@ is dropped and nothing spins. Accounting is per batch, never per row: a row iter
 - ``throttle_foreach_batch(sink, topic)`` wraps a streaming ``foreachBatch`` sink: each micro-batch is passed
                                         through ``mapInArrow`` with the limiter, then given to ``sink``.
 - ``configure(builder, url, token)``    passes THROTTLESCOPE_URL, the token and the report interval to every
-                                        executor (``spark.executorEnv.*``) and makes the workers run this
-                                        interpreter (``PYSPARK_PYTHON``, unless set already), so the limiter
-                                        library is importable there.
+                                        executor (``spark.executorEnv.*``), ships the library's packages to them
+                                        (``spark.submit.pyFiles``; ``ship=False`` not to) and makes the workers
+                                        run this interpreter (``PYSPARK_PYTHON``, unless set already).
 
 Sizes: Arrow batches are charged their ``nbytes``; pandas batches the Arrow size of their columns (numeric
 columns by their buffer size, which is what Arrow holds; other columns converted to find out). Rows of an RDD are
@@ -42,6 +42,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
+
+from .shipping import ship_library, shipping_enabled
 
 __all__ = ["throttle_rows", "throttle_pandas", "throttle_arrow", "throttle_foreach_batch", "configure",
            "DEFAULT_BATCH_ROWS", "arrow_size_of_pandas"]
@@ -164,23 +166,32 @@ def throttle_foreach_batch(sink: Callable[[Any, int], None], topic: str, **produ
     return throttled_sink
 
 
+def _setting(builder: Any, key: str) -> str | None:
+    if hasattr(builder, "_options"):        # SparkSession.Builder keeps its settings in a dict until getOrCreate
+        return builder._options.get(key)
+    return builder.get(key, None)           # SparkConf
+
+
 def _application_id(builder: Any) -> str:
     """``<the application's name, as an id>-<8 random hex digits>`` (``spark`` when it has no name yet)."""
-    if hasattr(builder, "_options"):        # SparkSession.Builder keeps its settings in a dict until getOrCreate
-        name = builder._options.get("spark.app.name")
-    else:                                   # SparkConf
-        name = builder.get("spark.app.name", None)
+    name = _setting(builder, "spark.app.name")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name or "")).strip("-._")[:48] or "spark"
     return f"{slug}-{secrets.token_hex(4)}"
 
 
-def configure(builder: Any, url: str | None = None, token: str | None = None, **env: str) -> Any:
+def configure(builder: Any, url: str | None = None, token: str | None = None, *, ship: bool | None = None,
+              **env: str) -> Any:
     """Pass the control plane's address and token (default: this process's environment) to every executor,
-    and make the Python workers run this interpreter. Works on a ``SparkSession.Builder`` or a ``SparkConf``.
+    ship the library to them, and make the Python workers run this interpreter. Works on a
+    ``SparkSession.Builder`` or a ``SparkConf``.
 
     Without a THROTTLESCOPE_APP_ID (argument or environment), one is made from the application's name and a
     random suffix (``enrich-3f9a1c2e``) and set for the executors and this driver alike: Python workers cannot
-    see Spark's application id, and without it every worker would report the application ``local``."""
+    see Spark's application id, and without it every worker would report the application ``local``.
+
+    ``ship`` (default: THROTTLESCOPE_SHIP_LIBRARY, on) adds the library's pure-Python packages to
+    ``spark.files`` / ``spark.submit.pyFiles`` (``collectors.shipping``), so a cluster's nodes need no install of
+    throttlescope; ``ship=False`` when their image has it already."""
     values = {name: os.environ[name] for name in _ENV_PASSED if os.environ.get(name)}
     if url:
         values["THROTTLESCOPE_URL"] = url
@@ -190,6 +201,8 @@ def configure(builder: Any, url: str | None = None, token: str | None = None, **
     if not values.get("THROTTLESCOPE_APP_ID"):
         values["THROTTLESCOPE_APP_ID"] = os.environ["THROTTLESCOPE_APP_ID"] = _application_id(builder)
     setter = builder.config if hasattr(builder, "config") else builder.set
+    if shipping_enabled(ship):
+        ship_library(setter, lambda key: _setting(builder, key))
     for name, value in values.items():
         setter(f"spark.executorEnv.{name}", value)
     # PySpark takes the workers' interpreter from PYSPARK_PYTHON in the driver's environment when the

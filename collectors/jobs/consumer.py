@@ -103,8 +103,7 @@ def _consume(p: Any, sub: str, item: dict, settings: ConsumeSettings, deadline: 
             count = _entries_to_read(plan, sizes, cursor, dispatcher, settings)
             table = source.read_row_groups(list(range(cursor, cursor + count)))
             now = time.time()
-            nbytes = int(pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0) \
-                if "payload" in table.column_names else 0
+            nbytes = _payload_bytes(table)
             n = table.num_rows
             table = table.append_column("delivered_at", pa.array([now] * n, pa.float64()))
             table = table.append_column("read", pa.array([reads] * n, pa.int32()))
@@ -129,6 +128,11 @@ def _consume(p: Any, sub: str, item: dict, settings: ConsumeSettings, deadline: 
         result["error"] = e
 
 
+def _payload_bytes(table: pa.Table) -> int:
+    return int(pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0) \
+        if "payload" in table.column_names else 0
+
+
 def _entries_to_read(plan: Any, sizes: list[int], cursor: int, dispatcher: Any, settings: ConsumeSettings) -> int:
     count = min(plan.entries, len(sizes) - cursor)
     if not dispatcher.precise or dispatcher.count_entries:
@@ -151,6 +155,9 @@ def consume_partition(items: Iterable[dict], settings: ConsumeSettings) -> Itera
     partition) with what was delivered."""
     task = task_info()
     deadline = Deadline.until(settings.deadline_at)
+    # the first call of a compute kernel costs a fresh Python worker about 0.4 s: paid here, before any
+    # dispatcher exists -- in the first read, its pools would sit idle that long and give their tokens back
+    _payload_bytes(pa.table({"payload": pa.array([b""])}))
     p = ready_participant(settings.ready_timeout_s)
     for item in items:
         results = [{"subscription": sub, "topic": item["topic"], "participant": p.participant_id,

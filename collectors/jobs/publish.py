@@ -8,7 +8,10 @@ Records (``id``, ``topic`` = ``tenant/namespace/topic``, ``payload``) come from 
   ``partitions`` tasks; every record is sent once, unless ``duration_s`` runs out first (the rest is counted
   as not sent). The output directory's earlier ``part-*`` files are replaced.
 - ``rate`` (streaming): Spark's ``rate-micro-batch`` source -- ``rows_per_batch`` rows per trigger, ids
-  0, 1, 2, ... spread over ``topics`` round robin -- for ``duration_s`` seconds, through ``foreachBatch``. Not
+  0, 1, 2, ... spread over ``topics`` round robin (or in the proportions ``topic_weights`` gives: a micro-batch
+  ends when its slowest topic is sent, so equal parts under unequal limits leave every other topic idle for the
+  rest of it, throttled at the start of each batch and far below its limit on average) -- for ``duration_s``
+  seconds, through ``foreachBatch``. Not
   the time-driven ``rate`` source: behind a throttled sink its batches would grow without bound; with a fixed
   number of rows per trigger the input follows the sink's pace (backpressure). Each micro-batch writes
   ``batch-<id>/`` and then a ``_COMMITTED`` marker. The query runs with ``trigger(availableNow=True)``, which
@@ -30,6 +33,7 @@ topic, and per limiter the longest fairness queue seen and the number of throttl
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from collections.abc import Mapping
@@ -67,6 +71,7 @@ class PublishConfig:
     batch_rows: int = 100                 # records per acquire (accounting is per batch, not per record)
     ready_timeout_s: float = 10.0
     http_timeout_s: float = 10.0
+    topic_weights: tuple[int, ...] | None = None   # rate: records per topic in these proportions (None: equal)
 
     def __post_init__(self) -> None:
         if self.source not in ("rate", "files"):
@@ -86,6 +91,19 @@ class PublishConfig:
         for name in ("rows_per_batch", "producers_per_topic", "batch_rows"):
             positive(name, getattr(self, name), integer=True)
         positive("payload_bytes", self.payload_bytes, integer=True)
+        if self.topic_weights is not None:
+            if len(self.topic_weights) != len(self.topics):
+                raise ValueError(f"topic_weights must give one whole number > 0 per topic ({len(self.topics)}), "
+                                 f"got {len(self.topic_weights)}: {self.topic_weights!r}")
+            for weight in self.topic_weights:
+                positive("topic_weights", weight, integer=True)
+
+    def topic_cycle(self) -> tuple[str, ...]:
+        """The topics of ids 0, 1, 2, ... of the rate source, repeating: each topic its weight times in a row,
+        the weights divided by their greatest common divisor (limits such as 150 and 250 give a cycle of 8)."""
+        weights = self.topic_weights or (1,) * len(self.topics)
+        unit = math.gcd(*weights)
+        return tuple(topic for topic, weight in zip(self.topics, weights, strict=True) for _ in range(weight // unit))
 
 
 def make_input(path: str | Path, counts: Mapping[str, int], files: int = 2, payload_bytes: int = 200) -> int:
@@ -143,12 +161,13 @@ def _run_rate(spark: Any, config: PublishConfig, out: Path, run_key: str) -> tup
     from pyspark.sql import functions as F
 
     parts = config.partitions or spark.sparkContext.defaultParallelism
-    topics = F.array(*[F.lit(t) for t in config.topics])
+    cycle = config.topic_cycle()
+    topics = F.array(*[F.lit(t) for t in cycle])
     filler = F.lit("." * max(0, config.payload_bytes - 12))
     stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", config.rows_per_batch)
               .option("numPartitions", parts).load()
               .select(F.col("value").alias("id"),
-                      F.element_at(topics, (F.col("value") % len(config.topics) + 1).cast("int")).alias("topic"),
+                      F.element_at(topics, (F.col("value") % len(cycle) + 1).cast("int")).alias("topic"),
                       F.concat(F.lpad(F.col("value").cast("string"), 12, "0"), filler).alias("payload")))
     rows: list[Any] = []
     committed = [0]

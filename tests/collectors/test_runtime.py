@@ -211,3 +211,20 @@ def test_bad_programmatic_values_are_refused() -> None:
 def test_public_names() -> None:
     assert {"participant", "Participant", "RuntimeConfig", "ConfigError", "reset_participant"} <= set(collectors.__all__)
     assert isinstance(Participant(RuntimeConfig(), start=False), Participant)
+
+
+def test_a_limit_set_just_before_a_job_holds_from_its_first_batch(clock: ManualClock) -> None:
+    """A Python worker Spark reuses across jobs knows the policies of its last answer. The admin sets a topic
+    limit and starts a job at once: the first producer of that topic refreshes the policies (one round trip), so
+    the job's first batch is already under the limit -- not the next report interval."""
+    cp = InProcessControlPlane(policies(3))
+    p = make_participant(clock, cp)
+    assert p.report_now()
+    rounds = len(cp.reports)
+    cp.policies = policies(4, topics={"acme/web/new": {"publishRate": {"publishThrottlingRateInMsg": 100}}})
+    producer = p.producer("acme/web/new")
+    assert len(cp.reports) == rounds + 1 and p.policies.version == 4
+    assert producer.try_acquire(msgs=100)           # the limit's first second: its tokens, granted
+    assert not producer.try_acquire(msgs=100)       # and no more
+    p.producer("acme/web/new")                      # a second producer of the same topic: no round trip
+    assert len(cp.reports) == rounds + 1

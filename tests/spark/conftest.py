@@ -20,10 +20,11 @@ import pytest
 
 from tests.controlplane.conftest import ADMIN, PARTICIPANT, ControlPlane
 
-__all__ = ["ADMIN", "PARTICIPANT", "REPORT_INTERVAL_S", "ok", "within", "require_java"]
+__all__ = ["ADMIN", "PARTICIPANT", "REPORT_INTERVAL_S", "ok", "within", "used_and_held", "require_java"]
 
 REPORT_INTERVAL_S = 0.25
 TOLERANCE = 0.05
+SHARED_USED = 0.9   # of a shared limit whose demand exceeds it: what a noisy 2-core machine still uses on average
 
 
 def require_java() -> None:
@@ -40,6 +41,12 @@ def ok(response: httpx.Response) -> httpx.Response:
 
 def within(measured: float, limit: float, tolerance: float = TOLERANCE) -> bool:
     return abs(measured - limit) <= tolerance * limit
+
+
+def used_and_held(measured: float, limit: float) -> bool:
+    """A shared limit's mean rate: held (at most ``TOLERANCE`` above) and used (``SHARED_USED`` of it: participants
+    starved of CPU for a moment leave some unused on a loaded CI machine; the benchmark holds the tight goal)."""
+    return SHARED_USED * limit <= measured <= (1 + TOLERANCE) * limit
 
 
 @pytest.fixture(scope="session")

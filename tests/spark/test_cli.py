@@ -46,6 +46,8 @@ def test_defaults() -> None:
     (["publish", "--sink", "ftp://x"], "sink must be 'files' or an http(s):// URL"),
     (["publish", "--topics", "acme/web"], "tenant/namespace/topic"),
     (["publish", "--conf", "spark.ui.enabled"], "expected KEY=VALUE"),
+    (["publish", "--topic-weights", "3,x"], "--topic-weights: not a whole number: 'x'"),
+    (["publish", "--topic-weights", "1,2"], "topic_weights must give one whole number > 0 per topic (6), got 2"),
     (["dispatch"], "--backlog"),
     (["dispatch", "--backlog", "b", "--precise", "--count-entries"], "mutually exclusive"),
     (["offload", "--hot", "h"], "--cold"),

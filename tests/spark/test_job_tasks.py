@@ -93,6 +93,13 @@ def test_mutation_task_under_a_local_quota(tmp_path: Path):
 def test_configs_and_helpers_reject_nonsense():
     with pytest.raises(ValueError, match="needs a duration_s"):
         PublishConfig(output="o", source="rate", duration_s=None)
+    with pytest.raises(ValueError, match=r"topic_weights must be a whole number > 0, got 0"):
+        PublishConfig(output="o", topics=("a/b/c", "a/b/d"), topic_weights=(2, 0))
+    weighted = PublishConfig(output="o", topics=("a/b/c", "a/b/d"), topic_weights=(1, 3))
+    assert weighted.topic_cycle() == ("a/b/c", "a/b/d", "a/b/d", "a/b/d")
+    assert PublishConfig(output="o", topics=("a/b/c", "a/b/d")).topic_cycle() == ("a/b/c", "a/b/d")
+    by_limits = PublishConfig(output="o", topics=("a/b/c", "a/b/d"), topic_weights=(150, 450))
+    assert by_limits.topic_cycle() == weighted.topic_cycle()   # limits as weights: the same short cycle
     with pytest.raises(ValueError, match="mutually exclusive"):
         DispatchConfig(backlog="b", output="o", precise=True, count_entries=True)
     with pytest.raises(ValueError, match="different directories"):
