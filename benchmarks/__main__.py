@@ -81,6 +81,26 @@ def run_one(name: str, quick: bool) -> tuple[list[dict[str, Any]], bool]:
                     "see the traceback on stderr")], False
 
 
+def merged_with_previous(saved: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows saved in ``saved`` with those of the sections in ``rows`` replaced by ``rows`` (in the place of
+    the first replaced one, else at the end); ``rows`` alone when nothing was saved."""
+    try:
+        previous = json.loads(saved.read_text(encoding="utf-8"))["rows"]
+    except (OSError, ValueError, KeyError):
+        return rows
+    fresh = {r["section"] for r in rows}
+    out: list[dict[str, Any]] = []
+    placed = False
+    for old in previous:
+        if old["section"] in fresh:
+            if not placed:
+                out += rows
+                placed = True
+            continue
+        out.append({k: (math.nan if v is None and k == "value" else v) for k, v in old.items()})
+    return out if placed else out + rows
+
+
 def _json_safe(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()} for r in rows]
 
@@ -93,6 +113,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--write-readme", action="store_true", help="write the table into README.md")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"where to save (default {DEFAULT_JSON})")
     parser.add_argument("--readme", type=Path, default=DEFAULT_README, help=argparse.SUPPRESS)
+    parser.add_argument("--keep-others", action="store_true",
+                        help="with --only: keep the other modules' rows from the last saved results (the table then "
+                             "holds rows of two runs; its caption's date is this run's)")
     return parser.parse_args(argv)
 
 
@@ -134,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(rows)} rows from {len(names)} module(s) in {elapsed:.1f} s; "
           f"{sum(r['ok'] is True for r in rows)} goal(s) met, {len(missed)} missed or failed")
 
+    if args.only and args.keep_others:
+        rows = merged_with_previous(args.json, rows)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": info, "quick": args.quick, "elapsed_s": round(elapsed, 1),
                                      "modules": names, "failed": failed, "rows": _json_safe(rows)}, indent=2) + "\n",

@@ -108,18 +108,23 @@ def measure(quick: bool = False) -> list[dict[str, Any]]:
 
 def _wait_until_all_admit(cp: ControlPlaneServer, demo: subprocess.Popen, log: Path) -> dict[Key, tuple[float, float]]:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    silent: list[Key] = []
     while time.monotonic() < deadline:
         if demo.poll() is not None:
             raise RuntimeError(f"the demo exited {demo.returncode}: {log.read_text()[-2000:]}")
         try:
             seeded = limits(cp)
             admitted = scrape(cp)["admitted_msgs"]
-            if seeded and all(admitted.get(k, 0) > 0 for k in seeded):
+            # the publish job runs throughout; the dispatch job is one side job of three (30 s each, in turn),
+            # and rg-etl's dispatch limit has no reader in the demo: only publish limits must have started
+            silent = [k for k in seeded if k[1] == "publish" and admitted.get(k, 0) <= 0]
+            if seeded and not silent:
                 return seeded
         except httpx.HTTPError:
             pass
         time.sleep(1.0)
-    raise RuntimeError(f"not every seeded limit admitted something within {STARTUP_TIMEOUT_S:.0f} s")
+    raise RuntimeError(f"not every seeded limit admitted something within {STARTUP_TIMEOUT_S:.0f} s; none yet: "
+                       f"{', '.join('/'.join(k) for k in sorted(silent)) or '(no seeded limit found)'}")
 
 
 def _rows(seeded: dict[Key, tuple[float, float]], first: dict[str, dict[Key, float]],
@@ -134,6 +139,11 @@ def _rows(seeded: dict[Key, tuple[float, float]], first: dict[str, dict[Key, flo
         binding = throttled > THROTTLED_S_PER_S
         level, kind, name = key
         label = f"{level} {name} ({kind}, {per_s:g} {'msgs' if msgs_limit > 0 else 'bytes'}/s)"
+        if kind != "publish":   # runs a third of the time (see _wait_until_all_admit): its mean says little
+            note = "the demo's dispatch job runs 30 s of every ~100 s; no goal over a 60-s span"
+            rows.append(row(SECTION, f"{label}: admitted / limit", ratio, "x", note=note))
+            rows.append(row(SECTION, f"{label}: throttle time", throttled, "s/s", note=note))
+            continue
         rows.append(row(SECTION, f"{label}: admitted / limit", ratio, "x", ">= 0.95" if binding else "",
                         ratio >= 0.95 if binding else None))
         idle = ratio < 0.9

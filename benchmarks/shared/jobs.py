@@ -67,28 +67,44 @@ def batch(spark: Any, fn: Callable, sizes: list[int]) -> None:
 
 
 def publish(spark: Any, topics: tuple[str, ...], work: str, partitions: int, duration_s: float,
-            rows: int | None = None) -> list[tuple[float, float]]:
+            rows: int | None = None, during: Callable[[float], None] | None = None,
+            delivery: dict[str, float] | None = None) -> list[tuple[float, float]]:
     """The project's own publish job (several producer threads per task, every level's limiter) on ``topics``:
     streaming (Spark's ``rate-micro-batch``, the CLI's defaults) for ``duration_s``, or, given ``rows``, a batch
-    job over a Parquet dataset of that many records in ``partitions`` files. Returns the admitted events,
-    ``(sent_at, rows)`` per acquire, read back from what the job delivered."""
+    job over a Parquet dataset of that many records in ``partitions`` files. ``during(t0)`` runs on a thread once
+    the job has started. Returns the admitted events, ``(sent_at, rows)`` per acquire, read back from what the
+    job delivered (a task attempt that died delivered nothing). For a batch job ``delivery`` gets ``lost`` (input
+    records not delivered) and ``twice`` (records delivered more than once)."""
     from pathlib import Path
 
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
     from collectors.jobs import PublishConfig, make_input, read_output, run_publish
 
     output = str(Path(work) / "out")
+    source = Path(work) / "in"
     if rows is None:
         config = PublishConfig(output=output, source="rate", topics=topics, duration_s=duration_s,
                                partitions=partitions)
     else:
-        source = Path(work) / "in"
         make_input(source, {t: rows // len(topics) for t in topics}, files=partitions)
         config = PublishConfig(output=output, source="files", input=str(source), topics=topics, duration_s=None,
                                partitions=partitions)
-    run_publish(spark, config)
+    helper = threading.Thread(target=during, args=(time.time(),), daemon=True) if during else None
+    if helper:
+        helper.start()
+    try:
+        run_publish(spark, config)
+    finally:
+        if helper:
+            helper.join(timeout=60)
     table = read_output(output)
+    if rows is not None and delivery is not None:
+        sent = table.column("id").to_pylist()
+        wanted = set(pq.read_table(source).column("id").to_pylist())
+        delivery["lost"] = float(len(wanted - set(sent)))
+        delivery["twice"] = float(len(sent) - len(set(sent)))
     if table.num_rows == 0:
         return []
     counts = pc.value_counts(table.column("sent_at")).to_pylist()

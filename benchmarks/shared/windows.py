@@ -6,6 +6,7 @@ span ``[t0, t1)``:
 - ``mean_ratio``: rows admitted in the span / (limit x span);
 - ``worst_window_ratio``: the largest number of rows admitted in any 1-s window starting in the span (windows
   start at every event, so no placement of a window is missed), over the limit;
+- ``batch_spans``: a batch job's spans for its mean and its worst window;
 - ``longest_gap_s``: the longest stretch inside the span with nothing admitted (a stall);
 - ``hold_time_s(events, t_change, limit)``: after a live change at ``t_change``, how long until no 1-s window
   starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold.
@@ -18,7 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_events", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
+__all__ = ["read_events", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -84,3 +85,14 @@ def hold_time_s(events: Sequence[tuple[float, float]], t_change: float, limit: f
         return 0.0
     last = max(over) + 1.0   # the last window above it ends here
     return last - t_change if last < t_end else math.inf
+
+
+def batch_spans(events: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """A batch job's (span of its mean, span of its worst window): the mean leaves out the start-up (2 s) and the
+    last half second, unless the job was over too soon for that (a limit that did not hold: its whole span); the
+    worst window looks at every second of it, the start-up's too."""
+    first, last = events[0][0], events[-1][0]
+    mean_span = (first + 2.0, last - 0.5)
+    if mean_span[1] - mean_span[0] < 1.0:
+        mean_span = (first, max(last, first + 1.0))
+    return mean_span, (first, last + 1.0)

@@ -159,3 +159,21 @@ def test_markdown_table_has_caption_and_rows() -> None:
     md = common.markdown_table(rows, "Measured on 2 CPUs")
     assert md.splitlines()[0] == "_Measured on 2 CPUs_"
     assert "| s | a \\| b | 1.5 | x | >= 1x | yes | n |" in md
+
+
+def test_a_partial_run_replaces_only_its_own_sections(tmp_path) -> None:
+    import json
+
+    from benchmarks.__main__ import merged_with_previous
+    from benchmarks.common import row
+
+    saved = tmp_path / "results.json"
+    old = [row("bucket", "a", 1.0, "x"), row("shared", "s1", 0.9, "x"), row("shared", "s2", 1.2, "x"),
+           row("spark", "b", 2.0, "x")]
+    old[3]["value"] = None    # as saved: NaN becomes null
+    saved.write_text(json.dumps({"rows": old}))
+    got = merged_with_previous(saved, [row("shared", "s1", 0.99, "x")])
+    assert [(r["section"], r["name"], r["value"]) for r in got[:3]] == [
+        ("bucket", "a", 1.0), ("shared", "s1", 0.99), ("spark", "b", got[2]["value"])]
+    assert len(got) == 3 and got[2]["value"] != got[2]["value"]    # null read back as NaN
+    assert merged_with_previous(tmp_path / "none.json", [row("x", "y", 1.0, "")])[0]["section"] == "x"

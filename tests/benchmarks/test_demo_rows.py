@@ -49,3 +49,12 @@ def test_a_bytes_only_limit_is_read_in_bytes() -> None:
     ratio = rows["topic initech/data/blobs (publish, 100000 bytes/s): admitted / limit"]
     assert ratio["value"] == pytest.approx(0.98)
     assert ratio["ok"] is True
+
+
+def test_a_dispatch_limit_is_shown_without_a_goal() -> None:
+    """The demo's dispatch job runs a third of the time: its 60-s mean is shown, never judged."""
+    key = ("topic", "dispatch", "demo/backlog/events")
+    rows = by_name(_rows({key: (200.0, -1.0)}, *scrapes({key: 60.0}, {key: 3.0}), 60.0))
+    ratio = rows["topic demo/backlog/events (dispatch, 200 msgs/s): admitted / limit"]
+    assert ratio["value"] == pytest.approx(0.3) and ratio["ok"] is None and "30 s" in ratio["note"]
+    assert rows["topic demo/backlog/events (dispatch, 200 msgs/s): throttle time"]["ok"] is None

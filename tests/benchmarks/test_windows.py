@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.shared.windows import (
+    batch_spans,
     hold_time_s,
     longest_gap_s,
     mean_ratio,
@@ -60,3 +61,20 @@ def test_read_events_merges_every_tasks_file(tmp_path: Path) -> None:
     (tmp_path / "2-b.log").write_text("1.5 50\n\n")
     (tmp_path / "ignored.txt").write_text("0 1000\n")
     assert read_events(tmp_path) == [(1.0, 100.0), (1.5, 50.0), (2.5, 100.0)]
+
+
+def test_a_batch_over_too_soon_is_measured_whole_and_its_mean_above_the_limit_misses() -> None:
+    from benchmarks.shared.workloads import Workload, rows_for
+    burst = steady(11_000, 100.0, 101.5)     # 8 tasks unthrottled: 16,500 rows in 1.5 s under a 1,000/s limit
+    (t0, t1), worst = batch_spans(burst)
+    assert (t0, t1) == (100.0, pytest.approx(101.5, abs=0.01))
+    ratio = worst_window_ratio(burst, 1000, *worst)
+    assert ratio == pytest.approx(11, rel=0.01)
+    rows = rows_for(Workload("batch", "topic", ("ours",), sizes=[10] * 8), "ours", "local[2]",
+                    {"mean": mean_ratio(burst, 1000, t0, t1), "worst": ratio, "gap_s": 0.0})
+    assert [r["ok"] for r in rows] == [False, False]
+    # a long one: the mean leaves out the start-up and the end, the worst window sees them
+    ramp = [(200.0, 3000.0)] + steady(1000, 200.1, 210.0)
+    (t0, t1), worst = batch_spans(ramp)
+    assert t0 == 202.0 and mean_ratio(ramp, 1000, t0, t1) == pytest.approx(1.0, rel=0.02)
+    assert worst_window_ratio(ramp, 1000, *worst) >= 3.9

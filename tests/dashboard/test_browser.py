@@ -109,7 +109,9 @@ def test_every_page_renders_live_data(browser) -> None:  # type: ignore[no-untyp
     _, dash, context = browser
     for path, title in PAGES.items():
         page = _open(context, f"{dash.url}/{'' if path == 'overview' else path}", title)
-        page.locator(".js-plotly-plot").first.wait_for(timeout=20000)
+        # (a visible one: a page's first chart may be one a rerun left hidden, e.g. a stale element Streamlit
+        # keeps while it redraws)
+        page.locator(".js-plotly-plot >> visible=true").first.wait_for(timeout=20000)
         assert page.get_by_text("Traceback").count() == 0
         if path == "overview":
             page.get_by_text("Participants alive").wait_for()

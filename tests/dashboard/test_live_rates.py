@@ -62,11 +62,6 @@ def test_a_steady_stream_reads_within_ten_percent_at_every_point(seed: int, batc
         assert max(abs(v - RATE) for v in raw) > 0.3 * RATE
 
 
-@pytest.mark.xfail(strict=True, reason="the control plane's history sums, per report interval, the participants that "
-                   "reported in it: one that skipped an interval (its report came late) is missing from that "
-                   "point, and its next rate, over both intervals, counts once -- two participants at 50 msgs/s "
-                   "each read about 93 on average, and 80 at times; the fix belongs to the history in "
-                   "controlplane/state.py (a participant's rate in the intervals its report spans)")
 def test_two_participants_sharing_the_stream_read_within_ten_percent() -> None:
     shown = values(rates.smoothed(steady_history(1, 1, participants=2), 60.0))
     assert all(abs(v - RATE) <= 0.1 * RATE for v in shown), (min(shown), max(shown))
