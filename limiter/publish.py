@@ -116,11 +116,6 @@ class _Dimension:
 
 
 
-def _pool_need(send: float, capacity: float) -> float:
-    """What a pool must hold to admit a send: all of it, at least one token, at most the pool's capacity."""
-    return min(max(send, 1.0), capacity)
-
-
 def _ref(producer: Throttleable) -> Callable[[], Throttleable | None]:
     """A weak reference to ``producer`` (a strong one for an object that cannot be weakly referenced)."""
     try:
@@ -187,16 +182,14 @@ class PublishRateLimiter:
         return True
 
     def hold_if_dry(self, producer: Throttleable, msgs: float = 1, bytes: float = 0) -> bool:
-        """Before a send: a pool (a shared limit's granted tokens, see ``update_rate(capacity=...)``) that does not
-        hold the whole send throttles the producer now, without charging (True). A pool is not refilled by time,
-        so a send charged after the fact is a debt the whole window pays for: when a micro-batch starts, every
-        fresh producer of every task found a token or two and sent a batch of rows on it, and the limit's 1-s
-        window read 1.3x. A send larger than the pool's capacity goes when the pool is full (else it would wait
-        forever). A plain limiter returns False: Pulsar's rule (charge, then throttle) stands."""
+        """Before a send: a pool (a shared limit's granted tokens, see ``update_rate(capacity=...)``) that holds
+        less than one token throttles the producer now, without charging (True). A pool is not refilled by time, so a send
+        charged after the fact would be a debt the whole window pays for -- and every producer of a new task
+        would add one. A plain limiter returns False: Pulsar's rule (charge, then throttle) stands."""
         if self._capacity is None:
             return False
-        for bucket, need in ((self._msgs_bucket, msgs), (self._bytes_bucket, bytes)):
-            if bucket is not None and bucket.tokens() < _pool_need(need, bucket.capacity):
+        for bucket in self._buckets():
+            if bucket.tokens() < 1:    # (less than one message or byte: dry; a new pool holds a hair of a token)
                 self._throttle(producer, msgs, bytes)
                 return True
         return False
@@ -227,22 +220,15 @@ class PublishRateLimiter:
             msgs_left = self._msgs_bucket.tokens() if self._msgs_bucket else None
             bytes_left = self._bytes_bucket.tokens() if self._bytes_bucket else None
             # Release from the head while the buckets hold tokens, spending each producer's last send as an
-            # estimate of its next one. The head always goes when there are any tokens, however large its send;
-            # from a pool, when it holds what ``hold_if_dry`` asks of that send (no spin on a part of it).
-            while self._queue:
+            # estimate of its next one. The head always goes when there are any tokens, however large its send.
+            # (a pool releases on a whole token, as ``hold_if_dry`` holds below one: no spin on a hair of one)
+            least = 1.0 if self._capacity is not None else 1e-12
+            while self._queue and (msgs_left is None or msgs_left >= least) and (bytes_left is None
+                                                                                or bytes_left >= least):
                 ref, _, msgs, bytes = self._queue[0]
-                if ref() is None:      # gone while it waited: it will not send
-                    self._release_head()
-                    continue
-                if self._capacity is None:
-                    need_msgs = need_bytes = 1e-12
-                else:
-                    need_msgs = _pool_need(msgs, self._msgs_bucket.capacity) if self._msgs_bucket else 0.0
-                    need_bytes = _pool_need(bytes, self._bytes_bucket.capacity) if self._bytes_bucket else 0.0
-                if (msgs_left is not None and msgs_left < need_msgs) or (bytes_left is not None
-                                                                         and bytes_left < need_bytes):
-                    break
                 self._release_head()
+                if ref() is None:      # gone while it waited: it will not send
+                    continue
                 if msgs_left is not None:
                     msgs_left -= msgs
                 if bytes_left is not None:

@@ -224,7 +224,7 @@ def test_a_limit_set_just_before_a_job_holds_from_its_first_batch(clock: ManualC
     cp.policies = policies(4, topics={"acme/web/new": {"publishRate": {"publishThrottlingRateInMsg": 100}}})
     producer = p.producer("acme/web/new")
     assert len(cp.reports) == rounds + 1 and p.policies.version == 4
-    assert producer.try_acquire(msgs=20)            # the limit's first chunk (a quarter of a second), granted
-    assert not producer.try_acquire(msgs=100)       # and not a second's worth on top of it
+    assert producer.try_acquire(msgs=100)           # the limit's first second: its tokens, granted
+    assert not producer.try_acquire(msgs=100)       # and no more
     p.producer("acme/web/new")                      # a second producer of the same topic: no round trip
     assert len(cp.reports) == rounds + 1
