@@ -3,7 +3,7 @@ that has room?
 
 A control plane (its embedded defaults, a fresh data directory) and the demo collector (``python -m
 collectors.demo``: the publish job over six topics of three tenants, with the offload, mutation and dispatch jobs
-beside it, on local[2]) start as ``make run`` starts them. Once every seeded shared limit has admitted something,
+beside it, on its default master) start as ``make run`` starts them. Once every seeded shared limit has admitted something,
 ``/metrics`` is scraped twice, ``MEASURE_S`` apart; per shared limit (a level above the participant that the
 control plane hands out in grants):
 

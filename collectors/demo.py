@@ -6,11 +6,13 @@ How it works and why
 operator's later edits: it seeds only a store that has no resource group yet), and then runs, on one local Spark
 session, rounds of:
 
-- the publish job (rate source, six topics of three tenants, several keyed producers per task) -- throttled at
-  topic, namespace-default, tenant and resource-group level at once, so the fairness queues have members. Its
-  records go to the topics in proportion to their seeded limits (``DEMO_RATES_PER_S``), ``BATCH_S`` seconds of them
-  per micro-batch: a micro-batch ends when its slowest topic is sent, so equal parts would leave every limit but
-  the tightest idle most of the time (throttled at each batch's start, far below the limit on average);
+- the publish job (rate source, several keyed producers per task), one stream per topic of six topics of three
+  tenants, each on its own driver thread -- throttled at topic, namespace-default, tenant and resource-group
+  level at once, so the fairness queues have members. One stream per topic: a micro-batch ends when its slowest
+  topic is sent, so one stream over all six left every limit but the tightest idle for the rest of each batch
+  (the demo's shared limits were used at 0.8). Each stream's micro-batch holds ``BATCH_S`` seconds of its topic
+  at its seeded limit (``DEMO_RATES_PER_S``): the gap between two batches is a small part of it, and the
+  streams' gaps fall at different times, so a tenant's or a resource group's limit stays busy through them;
 - beside it on a second driver thread: the offload job (ledgers copied hot -> cold under the flow permits), the
   mutation job (partition directories created under a KIP-599 quota) and the dispatch job (a backlog read by two
   subscriptions under topic and subscription dispatch limits).
@@ -45,6 +47,8 @@ from typing import Any
 
 import httpx
 
+from .jobs.publish import DEMO_TOPICS
+
 __all__ = ["SEED", "seed", "main"]
 
 log = logging.getLogger("throttlescope.demo")
@@ -55,8 +59,9 @@ RATE = {"publishThrottlingRateInByte": -1}
 # PAYLOAD_BYTES payloads) -- the topics' weights in each micro-batch
 DEMO_RATES_PER_S = (150, 250, 200, 200, 200, 500)
 PAYLOAD_BYTES = 200
-SLOTS_PER_JOB = 2   # tasks of the publish job, and of each side job (the master's four slots hold both)
-BATCH_S = 20.0  # of sending at the seeded limits per micro-batch: the gap between two is a small part of it
+SLOTS_PER_JOB = 2   # tasks of each side job
+BATCH_S = 60.0  # of sending at its seeded limit per micro-batch of a topic's stream (the gap between two: ~1 s)
+MASTER = f"local[{len(DEMO_RATES_PER_S) + SLOTS_PER_JOB}]"   # a slot for each topic's stream and the side jobs
 SEED: list[tuple[str, str, dict[str, Any] | None]] = [
     ("PUT", "/admin/v2/resourcegroups/rg-etl", {"publishRateInMsgs": 400, "publishRateInBytes": -1,
                                                 "dispatchRateInMsgs": 300, "dispatchRateInBytes": -1}),
@@ -139,15 +144,39 @@ def _side_jobs(spark: Any, work: Path, stop: threading.Event) -> None:
             stop.wait(5)
 
 
+def _publish_rounds(spark: Any, work: Path, topic: str, rate_per_s: float, round_s: float, ends_at: float | None,
+                    stop: threading.Event) -> None:
+    """Rounds of the publish job's stream over one topic, until ``ends_at`` (or ``stop``)."""
+    from .jobs.publish import PublishConfig, run_publish
+
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"publish-{topic}")   # its turn beside the others
+    slug = topic.replace("/", "-")
+    round_no = 0
+    while not stop.is_set() and (ends_at is None or time.time() < ends_at):
+        round_no += 1
+        out = work / f"publish-{slug}-{round_no % 2}"
+        shutil.rmtree(out, ignore_errors=True)
+        length = round_s if ends_at is None else max(1.0, min(round_s, ends_at - time.time()))
+        config = PublishConfig(output=str(out), duration_s=length, topics=(topic,), partitions=1,
+                               producers_per_topic=3, payload_bytes=PAYLOAD_BYTES,
+                               rows_per_batch=max(1, int(rate_per_s * BATCH_S)))
+        try:
+            summary = run_publish(spark, config)
+            log.info("demo: %s round %d: %s records out", topic, round_no, summary.get("records_out"))
+        except Exception:  # noqa: BLE001 - a failing round must not stop the other streams; it is retried
+            log.exception("demo: a publish round of %s failed; retrying", topic)
+            stop.wait(5)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=os.environ.get("THROTTLESCOPE_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--data-dir", default=os.environ.get("THROTTLESCOPE_DATA_DIR", "./data"))
-    parser.add_argument("--master", default="local[4]",
-                        help="Spark master (default %(default)s: the tasks mostly wait on their limiters, and four "
-                             "slots let the side jobs' tasks run beside the publish job's two instead of taking "
-                             "their slots half of the time)")
-    parser.add_argument("--round-s", type=float, default=120.0, help="length of one publish round (s)")
+    parser.add_argument("--master", default=MASTER,
+                        help="Spark master (default %(default)s: the tasks mostly wait on their limiters; a slot for "
+                             "each topic's publish stream and for the side jobs' tasks, so none waits for a slot)")
+    parser.add_argument("--round-s", type=float, default=300.0,
+                        help="length of one publish round of each stream (s; its output is then replaced)")
     parser.add_argument("--duration-s", type=float, default=None, help="stop after this long (default: never)")
     parser.add_argument("--startup-timeout-s", type=float, default=120.0)
     args = parser.parse_args(argv)
@@ -165,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(THROTTLESCOPE_URL=args.url, THROTTLESCOPE_TOKEN=token)
 
     from .jobs.common import spark_session
-    from .jobs.publish import PublishConfig, run_publish
 
     spark = spark_session(args.master, "throttlescope-demo", args.url, token,
                           conf={"spark.scheduler.mode": "FAIR"})   # each driver thread's pool gets its turn
@@ -174,18 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     side = threading.Thread(target=_side_jobs, args=(spark, work, stop), name="demo-side-jobs", daemon=True)
     side.start()
     ends_at = None if args.duration_s is None else time.time() + args.duration_s
-    spark.sparkContext.setLocalProperty("spark.scheduler.pool", "publish")
-    publish = {"producers_per_topic": 3, "partitions": SLOTS_PER_JOB, "topic_weights": DEMO_RATES_PER_S,
-               "payload_bytes": PAYLOAD_BYTES, "rows_per_batch": int(sum(DEMO_RATES_PER_S) * BATCH_S)}
-    round_no = 0
+    streams = [threading.Thread(target=_publish_rounds, args=(spark, work, topic, rate, args.round_s, ends_at, stop),
+                                name=f"demo-publish-{topic}", daemon=True)
+               for topic, rate in zip(DEMO_TOPICS, DEMO_RATES_PER_S, strict=True)]
+    for thread in streams:
+        thread.start()
     try:
-        while ends_at is None or time.time() < ends_at:
-            round_no += 1
-            out = work / f"publish-{round_no % 2}"
-            shutil.rmtree(out, ignore_errors=True)
-            length = args.round_s if ends_at is None else max(1.0, min(args.round_s, ends_at - time.time()))
-            summary = run_publish(spark, PublishConfig(output=str(out), duration_s=length, **publish))
-            log.info("demo: publish round %d: %s records out", round_no, summary.get("records_out"))
+        while any(t.is_alive() for t in streams):
+            for thread in streams:
+                thread.join(0.5)
     except KeyboardInterrupt:
         pass
     finally:

@@ -34,6 +34,7 @@ topic, and per limiter the longest fairness queue seen and the number of throttl
 from __future__ import annotations
 
 import math
+import secrets
 import shutil
 import time
 from collections.abc import Mapping
@@ -201,7 +202,9 @@ def run_publish(spark: Any, config: PublishConfig) -> dict[str, Any]:
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    run_key = f"{int(started * 1000):x}"
+    # (the query's name and the HTTP sink's idempotency keys: unique even for runs started in the same ms on
+    # several driver threads, as the demo's streams are)
+    run_key = f"{int(started * 1000):x}-{secrets.token_hex(3)}"
     batches = None
     if config.source == "files":
         rows = _run_files(spark, config, out, started, run_key)
