@@ -47,7 +47,7 @@ from typing import Any
 
 import httpx
 
-from .jobs.publish import DEMO_TOPICS
+from .jobs.publish import DEMO_TOPICS, PublishConfig, run_publish
 
 __all__ = ["SEED", "seed", "main"]
 
@@ -56,7 +56,7 @@ log = logging.getLogger("throttlescope.demo")
 RATE = {"publishThrottlingRateInByte": -1}
 # The msgs/s each of the publish job's DEMO_TOPICS gets under the seeded limits: clicks 150, views 250, logs 200
 # (acme's 600 less those two), orders and payments 200 each (rg-etl's 400), blobs 500 (100,000 bytes/s of
-# PAYLOAD_BYTES payloads) -- the topics' weights in each micro-batch
+# PAYLOAD_BYTES payloads) -- each topic's stream gets BATCH_S seconds of it per micro-batch
 DEMO_RATES_PER_S = (150, 250, 200, 200, 200, 500)
 PAYLOAD_BYTES = 200
 SLOTS_PER_JOB = 2   # tasks of each side job
@@ -147,8 +147,6 @@ def _side_jobs(spark: Any, work: Path, stop: threading.Event) -> None:
 def _publish_rounds(spark: Any, work: Path, topic: str, rate_per_s: float, round_s: float, ends_at: float | None,
                     stop: threading.Event) -> None:
     """Rounds of the publish job's stream over one topic, until ``ends_at`` (or ``stop``)."""
-    from .jobs.publish import PublishConfig, run_publish
-
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"publish-{topic}")   # its turn beside the others
     slug = topic.replace("/", "-")
     round_no = 0
@@ -208,9 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     for thread in streams:
         thread.start()
     try:
-        while any(t.is_alive() for t in streams):
-            for thread in streams:
-                thread.join(0.5)
+        for thread in streams:
+            while thread.is_alive():
+                thread.join(0.5)   # (in steps: Ctrl-C reaches the main thread between them)
     except KeyboardInterrupt:
         pass
     finally:

@@ -11,11 +11,10 @@ Records (``id``, ``topic`` = ``tenant/namespace/topic``, ``payload``) come from 
   0, 1, 2, ... spread over ``topics`` round robin (or in the proportions ``topic_weights`` gives: a micro-batch
   ends when its slowest topic is sent, so equal parts under unequal limits leave every other topic idle for the
   rest of it, throttled at the start of each batch and far below its limit on average) -- for ``duration_s``
-  seconds, through ``foreachBatch``. Not
-  the time-driven ``rate`` source: behind a throttled sink its batches would grow without bound; with a fixed
-  number of rows per trigger the input follows the sink's pace (backpressure). Each micro-batch writes
-  ``batch-<id>/`` and then a ``_COMMITTED`` marker. The query runs with ``trigger(availableNow=True)``, which
-  this source answers with exactly one micro-batch, again and again on the same checkpoint until
+  seconds, through ``foreachBatch``. Not the time-driven ``rate`` source: behind a throttled sink its batches
+  would grow without bound; with a fixed number of rows per trigger the input follows the sink's pace
+  (backpressure). Each micro-batch writes ``batch-<id>/`` and then a ``_COMMITTED`` marker. The query runs with
+  ``trigger(availableNow=True)``, which this source answers with exactly one micro-batch, again and again on the same checkpoint until
   ``duration_s`` has passed (so the run may last one micro-batch longer): a stop never interrupts a running
   batch. (``query.stop()`` during a Python ``foreachBatch`` makes Spark match the Py4J error against a regex
   that overflows the stack on long messages, and leaves a half-sent batch.) A rerun with the same output
