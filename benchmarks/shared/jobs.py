@@ -2,8 +2,8 @@
 
 - ``stream``: Spark's ``rate-micro-batch`` source (``rows_per_batch`` rows per trigger over ``partitions``
   tasks, as fast as the sink lets it: backpressure), through ``foreachBatch`` -> ``mapInArrow(fn)`` -> Spark's
-  ``noop`` sink, for ``duration_s``. To stop, the next micro-batches are skipped (a flag the sink reads), then the
-  query is stopped between batches -- stopping a Python ``foreachBatch`` mid-batch fails inside PySpark.
+  ``noop`` sink, for ``duration_s``, stopped between micro-batches as the publish job's stream is
+  (``collectors.jobs.streaming.run_until``).
 - ``batch``: one job whose partitions hold ``sizes[i]`` rows each (a batch of short tasks, or skewed ones),
   ``mapInArrow(fn)`` -> ``noop``.
 Arrow batches hold ``ARROW_ROWS`` rows (``spark.sql.execution.arrow.maxRecordsPerBatch``), so a task acquires
@@ -12,7 +12,6 @@ Arrow batches hold ``ARROW_ROWS`` rows (``spark.sql.execution.arrow.maxRecordsPe
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 import threading
 import time
@@ -28,32 +27,25 @@ SCHEMA = "value long"
 def stream(spark: Any, fn: Callable, partitions: int, rows_per_batch: int, duration_s: float,
            during: Callable[[float], None] | None = None) -> None:
     """Run the streaming workload for ``duration_s``; ``during(t0)`` runs on a thread once it has started."""
-    stopping = threading.Event()
+    from collectors.jobs.streaming import run_until
 
     def sink(batch_df: Any, batch_id: int) -> None:
-        if stopping.is_set():
-            return
         batch_df.select("value").mapInArrow(fn, SCHEMA).write.format("noop").mode("append").save()
 
     source = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
               .option("numPartitions", partitions).load())
     with tempfile.TemporaryDirectory(prefix="bench-stream-") as checkpoint:
-        query = (source.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
-                 .trigger(processingTime="0 seconds").start())
+        def start(each: Callable[[Any, int], None]) -> Any:
+            return (source.writeStream.foreachBatch(each).option("checkpointLocation", checkpoint)
+                    .trigger(processingTime="0 seconds").start())
+
         t0 = time.time()
         helper = threading.Thread(target=during, args=(t0,), daemon=True) if during else None
         if helper:
             helper.start()
         try:
-            while time.time() - t0 < duration_s:
-                if query.exception() is not None:
-                    raise RuntimeError(f"the streaming query failed: {query.exception()}")
-                time.sleep(0.2)
+            run_until(spark, start, sink, t0 + duration_s, what="the streaming workload")
         finally:
-            stopping.set()
-            time.sleep(0.5)
-            with contextlib.suppress(Exception):   # a stop racing a batch: the measuring span is over anyway
-                query.stop()
             if helper:
                 helper.join(timeout=60)
 
