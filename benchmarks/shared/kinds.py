@@ -8,7 +8,7 @@
   acquire is retried every ``REDIS_RETRY_S``).
 
 ``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as
-``<unix time> <rows>`` and writes its lines to ``<log_dir>/<pid>-<random>.log`` when it ends (or every
+``<unix time> <rows> <seconds it waited for the limiter>`` and writes its lines to ``<log_dir>/<pid>-<random>.log`` when it ends (or every
 ``FLUSH_EVERY`` batches, so a killed executor's tasks leave what they sent).
 """
 
@@ -32,8 +32,8 @@ class _Recorder:
         self.path = os.path.join(log_dir, f"{os.getpid()}-{secrets.token_hex(4)}.log")
         self.lines: list[str] = []
 
-    def admitted(self, rows: int) -> None:
-        self.lines.append(f"{time.time():.6f} {rows}\n")
+    def admitted(self, rows: int, waited_s: float) -> None:
+        self.lines.append(f"{time.time():.6f} {rows} {waited_s:.6f}\n")
         if len(self.lines) >= FLUSH_EVERY:
             self.flush()
 
@@ -108,20 +108,24 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
             if kind == "ours":
                 from collectors.spark import throttle_arrow
 
+                handed = [0.0]   # when the source handed the helper its last batch: the wait starts there
+
                 def paced() -> Iterator[Any]:
                     for b in batches:
                         pacer.before(b.num_rows)
+                        handed[0] = time.monotonic()
                         yield b
                 for b in throttle_arrow(topic)(paced()):
-                    record.admitted(b.num_rows)
+                    record.admitted(b.num_rows, time.monotonic() - handed[0])
                     yield b
                 return
             acquire = (_static_acquire(redis_key, limit_per_s / tasks) if kind == "static"
                        else _redis_acquire(redis_url, limit_per_s, redis_key))
             for b in batches:
                 pacer.before(b.num_rows)
+                asked = time.monotonic()
                 acquire(b.num_rows)
-                record.admitted(b.num_rows)
+                record.admitted(b.num_rows, time.monotonic() - asked)
                 yield b
         finally:
             record.flush()

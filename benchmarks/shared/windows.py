@@ -7,6 +7,8 @@ span ``[t0, t1)``:
 - ``worst_window_ratio``: the largest number of rows admitted in any 1-s window starting in the span (windows
   start at every event, so no placement of a window is missed), over the limit;
 - ``batch_spans``: a batch job's spans for its mean and its worst window;
+- ``throttled_share``: the time the tasks waited for the limiter, over their time in the span (for demand below
+  the limit: what the limiter cost a job that needed no limiting);
 - ``longest_gap_s``: the longest stretch inside the span with nothing admitted (a stall);
 - ``hold_time_s(events, t_change, limit)``: after a live change at ``t_change``, how long until no 1-s window
   starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold.
@@ -19,19 +21,31 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_events", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
+__all__ = ["read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
-    """Every ``<time> <rows>`` line of every ``*.log`` file in ``log_dir``, sorted by time."""
+    """``(time, rows)`` of every ``<time> <rows> [<waited s>]`` line of every ``*.log`` file in ``log_dir``,
+    sorted by time."""
+    return [(t, n) for t, n, _ in read_waits(log_dir)]
+
+
+def read_waits(log_dir: Path) -> list[tuple[float, float, float]]:
+    """``(time, rows, seconds waited for the limiter)`` of every line (0 where a line has no wait), by time."""
     out = []
     for path in Path(log_dir).glob("*.log"):
         for line in path.read_text().splitlines():
             parts = line.split()
-            if len(parts) == 2:
-                out.append((float(parts[0]), float(parts[1])))
+            if len(parts) in (2, 3):
+                out.append((float(parts[0]), float(parts[1]), float(parts[2]) if len(parts) == 3 else 0.0))
     out.sort()
     return out
+
+
+def throttled_share(waits: Iterable[tuple[float, float, float]], tasks: int, t0: float, t1: float) -> float:
+    """Seconds the tasks waited for the limiter on admissions in ``[t0, t1)``, over the task-time of that span
+    (``tasks`` running all along: Spark's gaps between micro-batches count as send time, so this is a floor)."""
+    return sum(w for t, _, w in waits if t0 <= t < t1) / (tasks * (t1 - t0))
 
 
 def _prefix(events: Sequence[tuple[float, float]]) -> tuple[list[float], list[float]]:

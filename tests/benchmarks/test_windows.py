@@ -13,6 +13,8 @@ from benchmarks.shared.windows import (
     longest_gap_s,
     mean_ratio,
     read_events,
+    read_waits,
+    throttled_share,
     window_sums,
     worst_window_ratio,
 )
@@ -61,6 +63,15 @@ def test_read_events_merges_every_tasks_file(tmp_path: Path) -> None:
     (tmp_path / "2-b.log").write_text("1.5 50\n\n")
     (tmp_path / "ignored.txt").write_text("0 1000\n")
     assert read_events(tmp_path) == [(1.0, 100.0), (1.5, 50.0), (2.5, 100.0)]
+
+
+def test_throttled_share_is_the_waits_in_the_span_over_the_tasks_time(tmp_path: Path) -> None:
+    (tmp_path / "1-a.log").write_text("1.0 100 0.5\n2.0 100 0.25\n9.0 100 3.0\n")
+    (tmp_path / "2-b.log").write_text("1.5 100\n")            # a line without a wait waited nothing
+    waits = read_waits(tmp_path)
+    assert waits[:2] == [(1.0, 100.0, 0.5), (1.5, 100.0, 0.0)]
+    # two tasks for 4 s: 8 s of task time, 0.75 s of it waiting (the 3-s wait at t=9 is outside the span)
+    assert throttled_share(waits, 2, 0.0, 4.0) == pytest.approx(0.75 / 8)
 
 
 def test_a_batch_over_too_soon_is_measured_whole_and_its_mean_above_the_limit_misses() -> None:
