@@ -34,6 +34,7 @@ from .common import (
     text_table,
     write_readme,
 )
+from .table import merge, readme_rows
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_JSON = PACKAGE_DIR / "results.json"
@@ -81,24 +82,24 @@ def run_one(name: str, quick: bool) -> tuple[list[dict[str, Any]], bool]:
                     "see the traceback on stderr")], False
 
 
-def merged_with_previous(saved: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows saved in ``saved`` with those of the sections in ``rows`` replaced by ``rows`` (in the place of
-    the first replaced one, else at the end); ``rows`` alone when nothing was saved."""
+def previous_rows(saved: Path, readme: Path) -> list[dict[str, Any]]:
+    """The last run's rows: those saved in ``saved``, else (a fresh checkout has no results.json) the README's
+    own table; [] when neither holds any."""
     try:
-        previous = json.loads(saved.read_text(encoding="utf-8"))["rows"]
-    except (OSError, ValueError, KeyError):
-        return rows
-    fresh = {r["section"] for r in rows}
-    out: list[dict[str, Any]] = []
-    placed = False
-    for old in previous:
-        if old["section"] in fresh:
-            if not placed:
-                out += rows
-                placed = True
-            continue
-        out.append({k: (math.nan if v is None and k == "value" else v) for k, v in old.items()})
-    return out if placed else out + rows
+        rows = json.loads(saved.read_text(encoding="utf-8"))["rows"]
+        return [{k: (math.nan if v is None and k == "value" else v) for k, v in r.items()} for r in rows]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        return readme_rows(readme.read_text(encoding="utf-8"))
+    except OSError:
+        return []
+
+
+def merged_with_previous(saved: Path, rows: list[dict[str, Any]], readme: Path = DEFAULT_README
+                         ) -> list[dict[str, Any]]:
+    """The last run's rows (``previous_rows``) with the sections in ``rows`` replaced by ``rows``."""
+    return merge(previous_rows(saved, readme), rows, by="section")
 
 
 def _json_safe(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -114,8 +115,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"where to save (default {DEFAULT_JSON})")
     parser.add_argument("--readme", type=Path, default=DEFAULT_README, help=argparse.SUPPRESS)
     parser.add_argument("--keep-others", action="store_true",
-                        help="with --only: keep the other modules' rows from the last saved results (the table then "
-                             "holds rows of two runs; its caption's date is this run's)")
+                        help="with --only: keep the other modules' rows from the last saved results, else from the "
+                             "README's table (the table then holds rows of two runs; its caption's date is this run's)")
     return parser.parse_args(argv)
 
 
@@ -158,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{sum(r['ok'] is True for r in rows)} goal(s) met, {len(missed)} missed or failed")
 
     if args.only and args.keep_others:
-        rows = merged_with_previous(args.json, rows)
+        rows = merged_with_previous(args.json, rows, args.readme)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": info, "quick": args.quick, "elapsed_s": round(elapsed, 1),
                                      "modules": names, "failed": failed, "rows": _json_safe(rows)}, indent=2) + "\n",

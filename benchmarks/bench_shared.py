@@ -142,8 +142,9 @@ class Bench:
             jobs.batch(self.spark, fn, w.sizes)
         else:
             jobs.stream(self.spark, fn, w.partitions, int(LIMIT), WARMUP_S + self.duration_s, during)
+        waits = windows.read_waits(log_dir) if w.job != "publish" else []
         if w.job != "publish":
-            events = windows.read_events(log_dir)
+            events = [(t, n) for t, n, _ in waits]
         shutil.rmtree(log_dir, ignore_errors=True)
         if not events:
             raise RuntimeError(f"{w.name} ({kind}): nothing was admitted")
@@ -155,6 +156,8 @@ class Bench:
         out = {"mean": windows.mean_ratio(events, LIMIT, t0, t1),
                "worst": windows.worst_window_ratio(events, LIMIT, *worst_span),
                "gap_s": windows.longest_gap_s(events, t0, t1)}
+        if waits and w.sizes is None:
+            out["throttled"] = windows.throttled_share(waits, w.partitions, t0, t1)
         if "cut" in marks:
             out["hold_s"] = windows.hold_time_s(events, marks["cut"], 0.3 * LIMIT, marks["raise"],
                                                 slack=jobs.ARROW_ROWS)
@@ -274,7 +277,18 @@ if __name__ == "__main__":
     parser.add_argument("--only", action="append", help="a workload's name (repeatable)")
     parser.add_argument("--kind", action="append", help="ours, static or redis (repeatable; default: all)")
     parser.add_argument("--where", action="append", choices=WHERE, help="local[2] or cluster (default: both)")
+    parser.add_argument("--write-readme", action="store_true",
+                        help="merge these rows into README.md's table (by name; the other rows stay)")
     args = parser.parse_args()
-    for r in run(args.quick, set(args.only) if args.only else None, set(args.kind) if args.kind else None,
-                 tuple(args.where) if args.where else WHERE):
+    got = run(args.quick, set(args.only) if args.only else None, set(args.kind) if args.kind else None,
+              tuple(args.where) if args.where else WHERE)
+    for r in got:
         print(f"{r['name']:<90} {r['value']:10.3f} {r['unit']:<3} {r['goal']:<8} {r['ok']}")
+    if args.write_readme:
+        import datetime
+
+        from .table import write_rows_into_readme
+
+        when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        write_rows_into_readme(Path(__file__).resolve().parent.parent / "README.md", got, when)
+        print("rows merged into README.md", file=sys.stderr)

@@ -176,4 +176,62 @@ def test_a_partial_run_replaces_only_its_own_sections(tmp_path) -> None:
     assert [(r["section"], r["name"], r["value"]) for r in got[:3]] == [
         ("bucket", "a", 1.0), ("shared", "s1", 0.99), ("spark", "b", got[2]["value"])]
     assert len(got) == 3 and got[2]["value"] != got[2]["value"]    # null read back as NaN
-    assert merged_with_previous(tmp_path / "none.json", [row("x", "y", 1.0, "")])[0]["section"] == "x"
+    nothing = tmp_path / "none"
+    assert merged_with_previous(nothing / "results.json", [row("x", "y", 1.0, "")], nothing / "README.md") == [
+        row("x", "y", 1.0, "")]
+
+
+def test_without_saved_results_a_partial_run_keeps_the_readme_table(tmp_path) -> None:
+    from benchmarks.__main__ import merged_with_previous
+    from benchmarks.common import README_END, README_START, markdown_table, row
+
+    old = [row("bucket", "a | b", 1436.0, "ns", ">= 5x", True, "n"), row("shared", "s1", 0.9, "x", "0.97", False),
+           row("spark", "c", float("nan"), "s")]
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# t\n{README_START}\n{markdown_table(old, 'Measured on 2 CPUs')}\n{README_END}\n")
+    got = merged_with_previous(tmp_path / "absent.json", [row("shared", "s1", 0.99, "x")], readme)
+    assert [(r["section"], r["name"], r["ok"]) for r in got] == [
+        ("bucket", "a | b", True), ("shared", "s1", None), ("spark", "c", None)]
+    assert got[0]["value"] == 1436.0 and got[0]["goal"] == ">= 5x" and got[2]["value"] != got[2]["value"]
+
+
+def test_a_row_merge_replaces_rows_by_name_and_places_new_ones_beside_their_label() -> None:
+    from benchmarks.common import row
+    from benchmarks.table import merge
+
+    old = [row("shared", "w [ours]: mean", 0.9, "x"), row("shared", "w [ours]: worst", 1.2, "x"),
+           row("shared", "v [ours]: mean", 1.0, "x"), row("spark", "z", 1.0, "x")]
+    got = merge(old, [row("shared", "w [ours]: worst", 1.1, "x"), row("shared", "w [ours]: throttled", 0.0, "x"),
+                      row("shared", "u [ours]: mean", 0.5, "x")], by="row")
+    assert [(r["name"], r["value"]) for r in got] == [
+        ("w [ours]: mean", 0.9), ("w [ours]: worst", 1.1), ("w [ours]: throttled", 0.0), ("v [ours]: mean", 1.0),
+        ("u [ours]: mean", 0.5), ("z", 1.0)]
+    with pytest.raises(ValueError, match="by must be 'section' or 'row'"):
+        merge(old, [], by="rows")
+
+
+def test_the_readme_table_reads_back_as_it_was_written() -> None:
+    from pathlib import Path
+
+    from benchmarks.common import markdown_table
+    from benchmarks.table import _table_lines, readme_caption, readme_rows
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = readme_rows(text)
+    assert len(rows) > 100
+    assert markdown_table(rows, readme_caption(text)) == "\n".join(_table_lines(text)).strip()
+
+
+def test_rows_written_into_a_readme_keep_the_others_and_say_when(tmp_path) -> None:
+    from benchmarks.common import README_END, README_START, markdown_table, row
+    from benchmarks.table import readme_caption, readme_rows, write_rows_into_readme
+
+    readme = tmp_path / "README.md"
+    old = [row("shared", "w: mean", 0.9, "x"), row("spark", "z", 1.0, "x")]
+    readme.write_text(f"intro\n{README_START}\n{markdown_table(old, 'Measured then.')}\n{README_END}\nend\n")
+    write_rows_into_readme(readme, [row("shared", "w: mean", 0.97, "x")], "today")
+    write_rows_into_readme(readme, [row("spark", "z", 2.0, "x")], "tomorrow")
+    text = readme.read_text()
+    assert [(r["name"], r["value"]) for r in readme_rows(text)] == [("w: mean", 0.97), ("z", 2.0)]
+    assert readme_caption(text) == "Measured then. Some rows re-measured tomorrow."
+    assert text.startswith("intro\n") and text.endswith("end\n")

@@ -1,0 +1,125 @@
+"""The results table across runs: read it back from the README, and merge fresh rows into it.
+
+A partial run (``python -m benchmarks --only spark --keep-others``, or ``python -m benchmarks.bench_shared
+--only "<workload>" --write-readme``) re-measures some rows; the rest of the table must stay as it was. The
+saved ``results.json`` is not in the repo, so on a fresh checkout the README's own table is the previous run:
+``readme_rows`` parses it back (the inverse of ``common.markdown_table``; a value printed as ``1,436`` reads
+1436.0, ``n/a`` reads nan).
+
+Two ways to merge (``merge``):
+- by section (a whole module re-run): every row of a section that has fresh rows is replaced by them, in the
+  place of its first row;
+- by row (some workloads of a module re-run): a row with a fresh row of the same name is replaced in place; a
+  fresh row with a new name goes after the last row that shares its label (the name up to ``": "``), else
+  after the last row of its section.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import README_END, README_START, markdown_table, write_readme
+
+__all__ = ["readme_rows", "merge", "readme_caption", "write_rows_into_readme"]
+
+_OK = {"yes": True, "MISSED": False, "-": None}
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+
+
+def _cells(line: str) -> list[str]:
+    inner = line.strip()
+    if not (inner.startswith("|") and inner.endswith("|")):
+        return []
+    # one space pads each side of a cell; more is the text's own (an indented "  the same, ..." row)
+    return [(c[1:-1] if len(c) >= 2 and c[0] == c[-1] == " " else c.strip()).replace("\\|", "|")
+            for c in _CELL_SPLIT.split(inner[1:-1])]
+
+
+def _value(text: str) -> float:
+    if text == "n/a":
+        return math.nan
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        raise ValueError(f"the README's table has a value that is not a number: {text!r}") from None
+
+
+def _table_lines(text: str) -> list[str]:
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == README_START]
+    ends = [i for i, line in enumerate(lines) if line.strip() == README_END]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        return []
+    return lines[starts[0] + 1:ends[0]]
+
+
+def readme_rows(text: str) -> list[dict[str, Any]]:
+    """The rows of the results table between the README's bench markers ([] when there is none)."""
+    rows = []
+    for line in _table_lines(text):
+        cells = _cells(line)
+        if len(cells) != 7 or cells[0] == "section" or set(cells[2]) <= set("-:"):
+            continue
+        section, name, value, unit, goal, met, note = cells
+        if met not in _OK:
+            raise ValueError(f"the README's table has a 'met' cell that is not yes, MISSED or -: {met!r}")
+        rows.append({"section": section, "name": name, "value": _value(value), "unit": unit, "goal": goal,
+                     "ok": _OK[met], "note": note})
+    return rows
+
+
+def readme_caption(text: str) -> str:
+    """The caption line of the README's table (without its underscores), or ''."""
+    for line in _table_lines(text):
+        if line.startswith("_") and line.rstrip().endswith("_"):
+            return line.strip()[1:-1]
+    return ""
+
+
+def _label(name: str) -> str:
+    return name.split(": ", 1)[0]
+
+
+def merge(previous: Sequence[dict[str, Any]], fresh: Sequence[dict[str, Any]], by: str = "section"
+          ) -> list[dict[str, Any]]:
+    """``previous`` with ``fresh`` merged in, ``by`` "section" or "row" (see the module doc)."""
+    if by not in ("section", "row"):
+        raise ValueError(f"by must be 'section' or 'row', got {by!r}")
+    if by == "section":
+        sections = {r["section"] for r in fresh}
+        out: list[dict[str, Any]] = []
+        placed = False
+        for old in previous:
+            if old["section"] in sections:
+                if not placed:
+                    out += fresh
+                    placed = True
+                continue
+            out.append(dict(old))
+        return out if placed else out + list(fresh)
+    out = [dict(r) for r in previous]
+    for new in fresh:
+        same = [i for i, r in enumerate(out) if r["section"] == new["section"] and r["name"] == new["name"]]
+        if same:
+            out[same[0]] = dict(new)
+            continue
+        near = ([i for i, r in enumerate(out) if r["section"] == new["section"] and _label(r["name"]) == _label(new["name"])]
+                or [i for i, r in enumerate(out) if r["section"] == new["section"]])
+        out.insert(near[-1] + 1 if near else len(out), dict(new))
+    return out
+
+
+_REMEASURED = re.compile(r" Some rows re-measured [^.]*\.$")
+
+
+def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: str) -> None:
+    """Merge ``fresh`` into the README's table by row; its caption says that some rows were re-measured ``when``
+    (the full run's caption stays, with its date)."""
+    text = readme.read_text(encoding="utf-8")
+    caption = _REMEASURED.sub("", readme_caption(text))
+    rows = merge(readme_rows(text), fresh, by="row")
+    write_readme(readme, markdown_table(rows, f"{caption} Some rows re-measured {when}."))
