@@ -52,13 +52,14 @@ take 500 each at once, 2,000 in the second around the restart).
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Hashable
 
 __all__ = ["GrantWindow", "DEFAULT_BURST_S"]
 
 DEFAULT_BURST_S = 0.5
 LEVEL_REFRESH_S = 0.05
+WANTS_CHANGE = 0.05     # a holder's wanted rate moved by more than this part: the fair level is worked out again
 SHORT_SPENT_S = 0.05    # of the window: a spent window that frees sooner does not pause the holders' buckets
 RECENT_WINDOWS = 5      # ``holders``: who asked in this many windows (the safe split's count)
 
@@ -74,6 +75,18 @@ def _water_level(capacity: float, wants: list[float]) -> tuple[float, float]:
             return left / (n - k), 0.0
         left -= w
     return wants[-1], 0.0
+
+
+def _expire(last_asked: OrderedDict[Hashable, float], horizon: float) -> list[Hashable]:
+    """Remove (and return) the holders of ``last_asked`` (oldest first) that last asked at or before ``horizon``."""
+    gone = []
+    while last_asked:
+        holder, at = next(iter(last_asked.items()))
+        if at > horizon:
+            break
+        del last_asked[holder]
+        gone.append(holder)
+    return gone
 
 
 def _amount(name: str, value: float) -> float:
@@ -96,12 +109,14 @@ class GrantWindow:
         self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
         self._total = 0.0
         self._per: dict[Hashable, float] = {}     # holder -> granted to it in the window
-        self._askers: dict[Hashable, float] = {}  # holder -> when it last asked
+        # holder -> when it last asked, oldest first (a re-ask moves it to the end): expiry pops from the front,
+        # so an ask costs O(1) however many holders share the limit
+        self._askers: OrderedDict[Hashable, float] = OrderedDict()
         self._wants_per_s: dict[Hashable, float] = {}          # holder -> how fast it wants to spend
         self._own: dict[Hashable, tuple[float, float]] = {}    # holder -> (its bucket's tokens, when)
         self._level: tuple[float, float, float] | None = None  # (rate, water level, spare per part)
         self._level_at = -math.inf
-        self._recent: dict[Hashable, float] = {}   # holder -> when it last asked, kept RECENT_WINDOWS windows
+        self._recent: OrderedDict[Hashable, float] = OrderedDict()   # the same, kept RECENT_WINDOWS windows
 
     def _slide(self, now_s: float) -> None:
         horizon = now_s - self.window_s
@@ -117,8 +132,7 @@ class GrantWindow:
         if not log:
             self._total = 0.0   # no float dust left behind
             self._per.clear()
-        for holder in [h for h, t in self._askers.items() if t <= horizon]:
-            del self._askers[holder]
+        for holder in _expire(self._askers, horizon):
             self._wants_per_s.pop(holder, None)
             self._own.pop(holder, None)
             self._level = None
@@ -149,9 +163,7 @@ class GrantWindow:
         (static) split must divide by. Askers in one window undercount a Spark stream, whose workers each sit
         out a micro-batch now and then: a split by them would let every worker run at more than its part while
         the control plane is down."""
-        horizon = now_s - RECENT_WINDOWS * self.window_s
-        for holder in [h for h, t in self._recent.items() if t <= horizon]:
-            del self._recent[holder]
+        _expire(self._recent, now_s - RECENT_WINDOWS * self.window_s)
         return max(len(self._recent), self.askers(now_s))
 
     def leave(self, holder: Hashable) -> None:
@@ -165,11 +177,18 @@ class GrantWindow:
         wants = _amount("wants", wants)
         _amount("capacity", capacity)
         self._slide(now_s)
-        self._askers[holder] = self._recent[holder] = now_s
+        for seen in (self._askers, self._recent):
+            seen[holder] = now_s
+            seen.move_to_end(holder)
         rate = capacity / self.window_s
         if rate_per_s is not None:
-            self._wants_per_s[holder] = _amount("rate_per_s", rate_per_s)
-            self._level = None
+            said = _amount("rate_per_s", rate_per_s)
+            before = self._wants_per_s.get(holder)
+            self._wants_per_s[holder] = said
+            # the fair level is a sort of every asker's wanted rate: worked out again when a holder is new or
+            # wants noticeably more or less, else at most every LEVEL_REFRESH_S (an ask is O(1) in the holders)
+            if before is None or abs(said - before) > WANTS_CHANGE * max(said, before):
+                self._level = None
         # the holder's own bucket: refills at its fair rate (max-min by what every asker wants per second) and
         # holds ``burst_s`` of it; it does not refill while the window was spent (what the window held back must
         # not come out as a burst when it slides, which would echo the burst every window)

@@ -139,3 +139,22 @@ def test_holders_remember_five_windows_and_forget_who_leaves() -> None:
     assert w.holders(5.5) == 1                              # A's ask is five windows old
     w.leave("B")
     assert w.holders(5.5) == 0
+
+
+def test_a_holder_that_wants_a_different_rate_moves_the_fair_rates_at_once() -> None:
+    w = GrantWindow(1.0)
+    w.grant("a", 10, 1000, 0.0, fair_chunk=10, rate_per_s=100)
+    w.grant("b", 10, 1000, 0.0, fair_chunk=10, rate_per_s=1000)
+    assert w.fair_rate("b", 1000, 0.0) == pytest.approx(900)
+    w.grant("a", 10, 1000, 0.001, fair_chunk=10, rate_per_s=1000)   # within the level's refresh time
+    assert w.fair_rate("b", 1000, 0.001) == pytest.approx(500)
+
+
+def test_expired_askers_leave_oldest_first_whatever_order_they_asked_again_in() -> None:
+    w = GrantWindow(1.0)
+    for t, holder in ((0.0, "a"), (0.1, "b"), (0.2, "c"), (0.5, "a")):   # a asks again: now the newest
+        w.grant(holder, 1, 1000, t, fair_chunk=1)
+    assert w.askers(1.15) == 2                       # b's ask slid out, a's second and c's stay
+    assert w.askers(1.3) == 1 and w.asked("a")
+    assert w.holders(1.3) == 3                       # the safe split still counts the last five windows
+    assert w.holders(5.15) == 2 and w.holders(5.55) == 0
