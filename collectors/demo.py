@@ -42,6 +42,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,52 +119,61 @@ def seed(admin: httpx.Client) -> bool:
     return True
 
 
+def _rounds(spark: Any, pool: str, what: str, one_round: Callable[[int], None], stop: threading.Event,
+            ends_at: float | None = None) -> None:
+    """Run ``one_round(round_no)`` (1, 2, ...) in scheduler pool ``pool`` until ``stop`` (or ``ends_at``); a
+    round that fails is logged and retried after 5 s: one stream's failure must not stop the demo's others."""
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)   # its turn beside the other pools
+    round_no = 0
+    while not stop.is_set() and (ends_at is None or time.time() < ends_at):
+        round_no += 1
+        try:
+            one_round(round_no)
+        except Exception:  # noqa: BLE001 - see the docstring
+            log.exception("demo: a round of %s failed; retrying", what)
+            stop.wait(5)
+
+
+def _fresh(path: Path) -> Path:
+    """``path``, emptied: a round's output alternates between two directories (the last one stays readable)."""
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
 def _side_jobs(spark: Any, work: Path, stop: threading.Event) -> None:
     from .jobs.dispatch import DispatchConfig, make_backlog, run_dispatch
     from .jobs.mutation import MutationConfig, run_mutation
     from .jobs.offload import OffloadConfig, make_ledgers, run_offload
 
-    spark.sparkContext.setLocalProperty("spark.scheduler.pool", "side-jobs")   # beside the publish job's pool
-    round_no = 0
-    while not stop.is_set():
-        round_no += 1
-        base = work / f"side-{round_no % 2}"
-        shutil.rmtree(base, ignore_errors=True)
-        try:
-            make_ledgers(base / "hot", count=8, size_bytes=1_000_000)
-            run_offload(spark, OffloadConfig(hot=str(base / "hot"), cold=str(base / "cold"), duration_s=30,
-                                             partitions=SLOTS_PER_JOB))
-            run_mutation(spark, MutationConfig(root=str(base / "tables"), tables=2, days=2, hours=12,
-                                               user="spark", client_id="demo", duration_s=30,
-                                               partitions=SLOTS_PER_JOB))
-            make_backlog(base / "backlog", {"demo/backlog/events": 1}, entries=400)
-            run_dispatch(spark, DispatchConfig(backlog=str(base / "backlog"), output=str(base / "delivered"),
-                                               subscriptions=("billing", "audit"), duration_s=30))
-        except Exception:  # noqa: BLE001 - a failing side job must not stop the demo; it is retried next round
-            log.exception("demo: a side job failed; retrying next round")
-            stop.wait(5)
+    def one_round(round_no: int) -> None:
+        base = _fresh(work / f"side-{round_no % 2}")
+        make_ledgers(base / "hot", count=8, size_bytes=1_000_000)
+        run_offload(spark, OffloadConfig(hot=str(base / "hot"), cold=str(base / "cold"), duration_s=30,
+                                         partitions=SLOTS_PER_JOB))
+        run_mutation(spark, MutationConfig(root=str(base / "tables"), tables=2, days=2, hours=12, user="spark",
+                                           client_id="demo", duration_s=30, partitions=SLOTS_PER_JOB))
+        make_backlog(base / "backlog", {"demo/backlog/events": 1}, entries=400)
+        run_dispatch(spark, DispatchConfig(backlog=str(base / "backlog"), output=str(base / "delivered"),
+                                           subscriptions=("billing", "audit"), duration_s=30))
+
+    _rounds(spark, "side-jobs", "the side jobs", one_round, stop)
 
 
 def _publish_rounds(spark: Any, work: Path, topic: str, rate_per_s: float, round_s: float, ends_at: float | None,
                     stop: threading.Event) -> None:
     """Rounds of the publish job's stream over one topic, until ``ends_at`` (or ``stop``)."""
-    spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"publish-{topic}")   # its turn beside the others
     slug = topic.replace("/", "-")
-    round_no = 0
-    while not stop.is_set() and (ends_at is None or time.time() < ends_at):
-        round_no += 1
-        out = work / f"publish-{slug}-{round_no % 2}"
-        shutil.rmtree(out, ignore_errors=True)
+
+    def one_round(round_no: int) -> None:
+        out = _fresh(work / f"publish-{slug}-{round_no % 2}")
         length = round_s if ends_at is None else max(1.0, min(round_s, ends_at - time.time()))
         config = PublishConfig(output=str(out), duration_s=length, topics=(topic,), partitions=1,
                                producers_per_topic=3, payload_bytes=PAYLOAD_BYTES,
                                rows_per_batch=max(1, int(rate_per_s * BATCH_S)))
-        try:
-            summary = run_publish(spark, config)
-            log.info("demo: %s round %d: %s records out", topic, round_no, summary.get("records_out"))
-        except Exception:  # noqa: BLE001 - a failing round must not stop the other streams; it is retried
-            log.exception("demo: a publish round of %s failed; retrying", topic)
-            stop.wait(5)
+        summary = run_publish(spark, config)
+        log.info("demo: %s round %d: %s records out", topic, round_no, summary.get("records_out"))
+
+    _rounds(spark, f"publish-{topic}", f"the publish stream of {topic}", one_round, stop, ends_at)
 
 
 def main(argv: list[str] | None = None) -> int:
