@@ -202,17 +202,24 @@ def markdown_table(rows: Sequence[dict[str, Any]], caption_text: str) -> str:
     return "\n".join(out)
 
 
-def replace_between_markers(text: str, body: str) -> str:
-    """``text`` with everything between the start and end marker lines replaced by ``body``."""
-    lines = text.splitlines(keepends=True)
+def marker_lines(lines: Sequence[str]) -> tuple[int, int]:
+    """The indexes of the start and the end marker line in ``lines``; ``MarkersMissing`` unless there is
+    exactly one of each, in that order."""
     starts = [i for i, line in enumerate(lines) if line.strip() == README_START]
     ends = [i for i, line in enumerate(lines) if line.strip() == README_END]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
         raise MarkersMissing(f"expected one line {README_START!r} followed by one line {README_END!r}; found "
                              f"{len(starts)} start and {len(ends)} end marker(s)")
-    newline = "\r\n" if lines[starts[0]].endswith("\r\n") else "\n"
+    return starts[0], ends[0]
+
+
+def replace_between_markers(text: str, body: str) -> str:
+    """``text`` with everything between the start and end marker lines replaced by ``body``."""
+    lines = text.splitlines(keepends=True)
+    start, end = marker_lines(lines)
+    newline = "\r\n" if lines[start].endswith("\r\n") else "\n"
     middle = body.replace("\n", newline).rstrip(newline) + newline
-    return "".join(lines[: starts[0] + 1]) + middle + "".join(lines[ends[0]:])
+    return "".join(lines[: start + 1]) + middle + "".join(lines[end:])
 
 
 def write_readme(path: Path | str, body: str) -> None:

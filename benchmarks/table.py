@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .common import README_END, README_START, markdown_table, write_readme
+from .common import MarkersMissing, markdown_table, marker_lines, write_readme
 
 __all__ = ["readme_rows", "merge", "readme_caption", "write_rows_into_readme"]
 
@@ -50,11 +50,11 @@ def _value(text: str) -> float:
 
 def _table_lines(text: str) -> list[str]:
     lines = text.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.strip() == README_START]
-    ends = [i for i, line in enumerate(lines) if line.strip() == README_END]
-    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+    try:
+        start, end = marker_lines(lines)
+    except MarkersMissing:
         return []
-    return lines[starts[0] + 1:ends[0]]
+    return lines[start + 1:end]
 
 
 def readme_rows(text: str) -> list[dict[str, Any]]:
