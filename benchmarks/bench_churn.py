@@ -37,7 +37,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from limiter.quota import local_quotas
-from metrics.report import limit_key
+from protocol import limit_key
 
 from .bench_load import ADMIN, PARTICIPANT, ControlPlaneProcess, memory_kb
 from .common import row

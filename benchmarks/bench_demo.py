@@ -33,8 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from controlplane.config import Settings
 from controlplane.launcher import end
 from limiter.policy import Level
-from metrics.policyview import PolicyView
-from metrics.report import PolicySet
+from protocol import PolicySet, PolicyView
 
 from .common import row
 from .shared.servers import ControlPlaneServer

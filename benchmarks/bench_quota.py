@@ -33,7 +33,7 @@ from controlplane.grants import GrantBook
 from controlplane.state import LiveState
 from limiter import ManualClock
 from limiter.policy import Level
-from metrics.report import GrantAnswer, GrantRequest, PolicySet, Report, ReportResponse, limit_key
+from protocol import GrantAnswer, GrantRequest, PolicySet, Report, ReportResponse, limit_key
 
 INTERVAL_S = 0.25
 TICK_S = 0.0005

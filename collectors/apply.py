@@ -4,7 +4,7 @@ How it works and why
 --------------------
 A participant holds limiters by (level, name) for publish (``limiter.PublishLimits``) and dispatch
 (``collectors.dispatching.DispatchLimits``). For each one, ``PolicyView.limit(level, direction, name)``
-(``metrics.policyview``: the same reading the control plane makes) says what the policies configure there and
+(``protocol.rules``: the same reading the control plane makes) says what the policies configure there and
 whether it is *shared* (spans participants). A limiter's local rate is then:
 
 - not shared (the broker level), or unlimited: the configured rate itself;
@@ -36,15 +36,16 @@ from limiter.mutation import MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
 from limiter.policy import Level, Rate
 from limiter.publish import PublishRateLimiter
-from metrics.policyview import (
+from protocol import (
     DISPATCH,
     PUBLISH,
     SHARED_LEVELS,
     UNLIMITED_MUTATIONS_PER_S,
     Limit,
+    PolicySet,
     PolicyView,
+    limit_key,
 )
-from metrics.report import PolicySet, limit_key
 
 from .dispatching import DispatchLimits
 from .grants import SAFE_BURST_S, Grants

@@ -1,6 +1,6 @@
 """HTTP to the control plane (httpx), and the backoff between failed attempts.
 
-``ControlPlaneClient.report(report)`` POSTs one ``metrics.report.Report`` to ``/v1/report`` and returns the
+``ControlPlaneClient.report(report)`` POSTs one ``protocol.Report`` to ``/v1/report`` and returns the
 parsed ``ReportResponse``; ``grant(request)`` does the same for ``/v1/grant``. Every failure becomes a ``ControlPlaneError`` whose message says what happened, so the
 reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that is not the
 schema) or ``Rejected`` (401/403/4xx: a wrong token or an incompatible report -- retrying will not fix it until
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from metrics.report import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse
+from protocol import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse
 
 A = TypeVar("A", bound=BaseModel)
 
-__all__ = ["ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff", "request_timeout_s"]
+__all__ = ["ParticipantClient", "ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff", "request_timeout_s"]
 
 
 class ControlPlaneError(Exception):
@@ -57,6 +57,22 @@ def _reason(resp: httpx.Response) -> str:
     except ValueError:
         pass
     return resp.text[:200] or resp.reason_phrase
+
+
+class ParticipantClient(Protocol):
+    """What a participant needs of the control plane: ``ControlPlaneClient`` over HTTP (tests and benchmarks pass
+    an in-process one). ``report`` and ``grant`` raise ``ControlPlaneError`` when it cannot answer."""
+
+    url: str
+    timeout_s: float
+
+    def report(self, report: Report) -> ReportResponse: ...
+
+    def grant(self, request: GrantRequest) -> GrantAnswer: ...
+
+    def goodbye(self, participant_id: str, timeout_s: float = 0.5) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class ControlPlaneClient:

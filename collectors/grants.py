@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
-from metrics.report import Grant, GrantAsk, GrantRequest, parse_limit_key
+from protocol import Grant, GrantAsk, GrantRequest, parse_limit_key
 
 __all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
            "DEFAULT_CHUNK_S"]

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from metrics.report import Participant as WireParticipant
+from protocol import Participant as WireParticipant
 
 __all__ = ["Identity", "detect_identity"]
 

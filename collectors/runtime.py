@@ -42,22 +42,25 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from limiter.clock import Clock, ManualClock, SystemClock, ThreadScheduler
-from limiter.dispatch import Dispatcher, DispatchRateLimiter
+from limiter.dispatch import Dispatcher
 from limiter.levels import PublishLimits
 from limiter.mutation import MutationQuota, MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
-from limiter.policy import Level
 from limiter.producer import Producer
-from metrics.report import PolicySet, Report, limit_key
+from protocol import PolicySet, Report, limit_key
 
 from .apply import DISPATCH, PUBLISH, Applier
 from .config import RuntimeConfig
 from .dispatching import DispatchLimits
 from .grants import GrantKeeper, Pool
 from .identity import Identity, detect_identity
+
+if TYPE_CHECKING:
+    from .client import ParticipantClient
+    from .reporter import Reporter
 
 __all__ = ["Participant", "participant", "reset_participant", "current_participant"]
 
@@ -71,7 +74,7 @@ class Participant:
     """Every limiter of this process, and the reporter that keeps them at their shares (see the module essay)."""
 
     def __init__(self, config: RuntimeConfig | None = None, *, identity: Identity | None = None,
-                 clock: Clock | None = None, client: Any = None, start: bool = True,
+                 clock: Clock | None = None, client: ParticipantClient | None = None, start: bool = True,
                  wall_s: Callable[[], float] | None = None):
         self.config = config if config is not None else RuntimeConfig.from_env()
         self.identity = identity or detect_identity(self.config.app_id, self.config.executor_id)
@@ -86,18 +89,21 @@ class Participant:
         self.offload = OffloadThrottle(-1, clock=self.clock)
         self.applier = Applier(self.identity.participant_id, self.limits, self.dispatch, self.offload,
                                self.mutation_quotas)
-        self.reporter = None
+        self.reporter: Reporter | None = None
         self.grant_keeper: GrantKeeper | None = None
         self._dispatch_throttles: dict[str, int] = {}
         self._closed = False
         self._topics_seen: set[str] = set()
         if client is None and self.config.url:
-            from .client import ControlPlaneClient, request_timeout_s
+            from .client import ControlPlaneClient, request_timeout_s  # httpx: only where a control plane is
             client = ControlPlaneClient(self.config.url, self.config.token,
                                         request_timeout_s(self.config.report_interval_s))
+        self.client = client
         if client is not None:
-            from .reporter import Reporter
-            self.reporter = Reporter(self, client, interval_s=self.config.report_interval_s,
+            from .reporter import Reporter, Sources
+            sources = Sources(self.identity, self.clock, self.applier, self.limits, self.dispatch, self.offload,
+                              self.mutation_quotas)
+            self.reporter = Reporter(sources, client, interval_s=self.config.report_interval_s,
                                      tolerance_pct=self.config.tolerance_pct, max_rounds=self.config.max_rounds,
                                      backoff_cap_s=self.config.backoff_cap_s, wall_s=wall_s or time.time)
             def now_s() -> float:
@@ -126,9 +132,6 @@ class Participant:
             self._fill()
         return producer
 
-    def publish_limiter(self, level: Level | str, name: str = "broker"):
-        return self.limits.limiter(Level(level), name)
-
     def dispatcher(self, topic: str, subscription: str | None = None, **options: Any) -> Dispatcher:
         """A dispatcher for ``subscription`` reading ``topic``, under broker, topic, subscription and the resource
         group of the topic's namespace (else tenant), as the policies known now attach it (the first of a topic in
@@ -155,9 +158,6 @@ class Participant:
             self.grant_keeper.run_once()
         except Exception:  # noqa: BLE001 - never fail a task for this
             log.debug("throttlescope: filling the pools of a new producer failed", exc_info=True)
-
-    def dispatch_limiter(self, level: Level | str, name: str = "broker") -> DispatchRateLimiter:
-        return self.dispatch.limiter(Level(level), name)
 
     def mutation_quota(self, user: str, client_id: str) -> MutationQuota | None:
         """The KIP-599 quota of (user, client-id) by Kafka's precedence; None = unlimited."""
@@ -231,16 +231,15 @@ class Participant:
         if self._closed:
             return
         self._closed = True
-        reporter = self.reporter
-        if reporter is None:
+        reporter, client = self.reporter, self.client
+        if reporter is None or client is None:
             return
         reporter.stop()
         if self.grant_keeper is not None:
             self.grant_keeper.stop()
-        if goodbye and os.getpid() == self.pid and hasattr(reporter.client, "goodbye") and reporter.seq:
-            reporter.client.goodbye(self.identity.participant_id, GOODBYE_TIMEOUT_S)
-        if hasattr(reporter.client, "close"):
-            reporter.client.close()
+        if goodbye and os.getpid() == self.pid and reporter.seq:
+            client.goodbye(self.identity.participant_id, GOODBYE_TIMEOUT_S)
+        client.close()
 
     def _at_exit(self) -> None:
         if os.getpid() == self.pid:  # a forked child inherits this handler: it is not this participant

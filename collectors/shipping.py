@@ -1,7 +1,7 @@
 """Ship the library to the executors the Spark way, so a cluster's nodes need no install of throttlescope.
 
-What the executors import is pure Python: ``limiter``, ``metrics`` (the wire models) and ``collectors`` (the
-participant and the Spark helpers). ``library_archive()`` zips those three packages, exactly as this driver
+What the executors import is pure Python: ``limiter``, ``protocol`` (the wire and policy models) and
+``collectors`` (the participant and the Spark helpers). ``library_archive()`` zips those three packages, exactly as this driver
 imports them, into one file named after its content (``throttlescope-lib-<sha256[:12]>.zip``): two drivers with
 the same code share one archive, and an edited checkout gets a new name, so an executor never runs a stale copy.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 __all__ = ["SHIPPED_PACKAGES", "library_archive", "ship_library", "shipping_enabled"]
 
-SHIPPED_PACKAGES = ("limiter", "metrics", "collectors")
+SHIPPED_PACKAGES = ("limiter", "protocol", "collectors")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)     # zip entries carry a time: a fixed one keeps equal code byte-equal
 _OFF = {"0", "false", "no", "off"}
 

@@ -19,7 +19,7 @@ from controlplane.errors import ApiError, not_found
 from controlplane.models import AuditPage, MutationQuotaBody, QuotaClient, QuotaUser
 from controlplane.policyset import BROKER, MUTATION_QUOTA, quota_key
 from controlplane.store import Reader
-from metrics.report import MAX_COUNT, MutationQuota, MutationQuotaEntry
+from protocol import MAX_COUNT, MutationQuota, MutationQuotaEntry
 
 router = APIRouter(prefix="/admin/v2")
 Ctx = Annotated[Context, Depends(get_ctx)]

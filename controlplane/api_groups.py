@@ -44,7 +44,7 @@ from controlplane.models import (
 )
 from controlplane.policyset import RESOURCE_GROUP, attach_kind
 from controlplane.store import Reader
-from metrics.report import ResourceGroup
+from protocol import ResourceGroup
 
 router = APIRouter(prefix="/admin/v2", tags=["resource groups"])
 Ctx = Annotated[Context, Depends(get_ctx)]

@@ -33,7 +33,7 @@ from controlplane.config import ConfigError
 from controlplane.state import LiveState
 from metrics.allocation import ShareSource
 from metrics.collector import ThrottlescopeCollector, topic_labels_from_env
-from metrics.report import PolicySet
+from protocol import PolicySet
 
 __all__ = ["router", "install", "ReportTimer"]
 

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from controlplane.context import Context, get_ctx
 from controlplane.errors import not_found
 from controlplane.middleware import replay_body
-from metrics.report import (
+from protocol import (
     Goodbye,
     GrantAnswer,
     GrantRequest,

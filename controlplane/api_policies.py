@@ -39,7 +39,7 @@ from controlplane.models import (
     Tenant,
     Topic,
 )
-from metrics.report import DispatchRate, PublishRate
+from protocol import DispatchRate, PublishRate
 
 router = APIRouter(prefix="/admin/v2")
 Ctx = Annotated[Context, Depends(get_ctx)]

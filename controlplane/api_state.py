@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from controlplane.config import package_version
 from controlplane.context import Context, get_ctx
 from controlplane.state import HISTORY_S, LEVEL_ORDER
-from metrics.report import UsageValues, parse_limit_key
+from protocol import UsageValues, parse_limit_key
 
 router = APIRouter(tags=["state"])
 Ctx = Annotated[Context, Depends(get_ctx)]

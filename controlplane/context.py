@@ -19,7 +19,7 @@ from controlplane.middleware import actor_of
 from controlplane.principals import Directory
 from controlplane.state import LiveState
 from controlplane.store import AuditInfo, Change, Reader, Store
-from metrics.report import PolicySet
+from protocol import PolicySet
 
 VERSION_HEADER = "X-Policy-Version"
 IGNORED_HEADER = "X-Ignored-Fields"

@@ -3,7 +3,7 @@
 How it works and why
 --------------------
 For each shared limit a participant asks about (``limit_key(level, direction, name)``) the book keeps two grant
-windows, messages and bytes. The limit is read from the current policies through ``metrics.policyview`` -- the
+windows, messages and bytes. The limit is read from the current policies through ``protocol.rules`` -- the
 reading participants use for their own limiters -- so a live change is in the very next answer: a cut holds
 as soon as the last window's grants have slid out (one period), a raise is there at once. The window is the
 limit's period (``ratePeriodInSecond``; resource groups: 1 s), its capacity the limit per period. A limit that
@@ -48,8 +48,7 @@ from typing import Any
 
 from limiter.grants import GrantWindow
 from limiter.policy import Level
-from metrics.policyview import PolicyView
-from metrics.report import Grant, GrantAsk, PolicySet, limit_key, parse_limit_key
+from protocol import Grant, GrantAsk, PolicySet, PolicyView, limit_key, parse_limit_key
 
 __all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "MARKER_STALE_S", "learning_s_for"]
 

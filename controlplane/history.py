@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from metrics.report import LimiterCounters, Report
+from protocol import LimiterCounters, Report
 
 __all__ = ["History", "HISTORY_S", "MAX_SERIES", "FIELDS"]
 

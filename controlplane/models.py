@@ -1,7 +1,7 @@
 """Request bodies of the admin API and the path-name rules.
 
 The policy objects are Pulsar's (PublishRate, DispatchRate, ResourceGroup field names) and live in
-``metrics.report`` because participants parse them too; here they are subclassed as request bodies. As in
+``protocol.policies`` because participants parse them too; here they are subclassed as request bodies. As in
 Pulsar (whose server and Java client read JSON with Jackson's ``FAIL_ON_UNKNOWN_PROPERTIES`` off), a body's
 unknown fields are ignored -- a newer client's fields, such as Pulsar 3.x's ``replicationDispatchRateInMsgs`` on
 a resource group, do not make a call fail -- and the answer names them in the ``X-Ignored-Fields`` header, so a
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, WithJsonSchema
 
-from metrics.report import DispatchRate, Limit, MutationQuota, PublishRate, StrictModel
+from protocol import DispatchRate, LimitValue, MutationQuota, PublishRate, StrictModel
 
 NAME_PATTERN = r"^[-=:.A-Za-z0-9_]{1,256}$"     # Pulsar's NamedEntity rule [-=:.\w]*, ASCII, non-empty, bounded
 QUOTA_ID_PATTERN = r"^(<default>|[-=:.@+,A-Za-z0-9_]{1,256})$"
@@ -84,11 +84,11 @@ class ResourceGroupBody(_Body):
 
     model_config = ConfigDict(extra="allow", title="ResourceGroup")
 
-    publishRateInMsgs: Limit | None = Field(None, description="Messages per second published, -1 = unlimited" + RG_FIELD)
-    publishRateInBytes: Limit | None = Field(None, description="Bytes per second published, -1 = unlimited" + RG_FIELD)
-    dispatchRateInMsgs: Limit | None = Field(None, description="Messages per second dispatched, -1 = unlimited"
+    publishRateInMsgs: LimitValue | None = Field(None, description="Messages per second published, -1 = unlimited" + RG_FIELD)
+    publishRateInBytes: LimitValue | None = Field(None, description="Bytes per second published, -1 = unlimited" + RG_FIELD)
+    dispatchRateInMsgs: LimitValue | None = Field(None, description="Messages per second dispatched, -1 = unlimited"
                                              + RG_FIELD)
-    dispatchRateInBytes: Limit | None = Field(None, description="Bytes per second dispatched, -1 = unlimited"
+    dispatchRateInBytes: LimitValue | None = Field(None, description="Bytes per second dispatched, -1 = unlimited"
                                               + RG_FIELD)
     quotaStrategy: Literal["fair", "proportional"] | None = Field(
         None, description="How participants split this group's quotas: 'fair' (max-min fair share by reported "

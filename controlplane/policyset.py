@@ -20,22 +20,27 @@ topic or subscription is held to, whichever level set it.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from controlplane import broker_settings
 from controlplane.models import Aggregate, EffectiveLimits, RateView, Resolved
 from controlplane.store import Reader
-from limiter.policy import Level, Rate, resolve
-from metrics.report import (
+from limiter.policy import Level, Rate
+from protocol import (
+    BROKER_DEFAULTS,
+    BROKER_TOTALS,
+    DISPATCH,
+    PUBLISH,
     DispatchRate,
     LevelPolicies,
     MutationQuotaEntry,
     PolicySet,
+    PolicyView,
     PublishRate,
     ResourceGroup,
     SubscriptionPolicies,
     TenantPolicies,
-    to_rate,
+    applicable,
+    setting_rate,
 )
 
 RESOURCE_GROUP = "resourcegroup"
@@ -44,12 +49,6 @@ MUTATION_QUOTA = "mutationquota"
 POLICIES = ("publishRate", "dispatchRate", "subscriptionDispatchRate")
 TENANT_POLICIES = ("publishRate", "dispatchRate")
 SUBSCRIPTION_RATE = "subscription.dispatchRate"   # a subscription's own dispatchRate, key 't/ns/topic/subscription'
-BROKER_DEFAULTS = {  # per-topic / per-subscription policy -> the broker settings of its default (msgs, bytes)
-    "publishRate": ("maxPublishRatePerTopicInMessages", "maxPublishRatePerTopicInBytes"),
-    "dispatchRate": ("dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte"),
-    "subscriptionDispatchRate": ("dispatchThrottlingRatePerSubscriptionInMsg",
-                                 "dispatchThrottlingRatePerSubscriptionInByte"),
-}
 
 
 def attach_kind(scope: str) -> str:
@@ -99,14 +98,6 @@ def view(rate: Rate) -> RateView:
                     text=str(rate))
 
 
-def _broker_rate(settings: dict[str, Any], msgs: str, byts: str) -> Rate:
-    return Rate(settings[msgs], settings[byts], 1)
-
-
-def _limited(rate: Rate) -> Rate | None:
-    return None if rate.is_unlimited else rate
-
-
 def broker_default(ps: PolicySet, policy: str) -> PublishRate | DispatchRate:
     """The broker default of a per-topic or per-subscription policy, in the policy's shape (0: none)."""
     msgs, byts = (ps.brokerSettings[name] for name in BROKER_DEFAULTS[policy])
@@ -122,10 +113,7 @@ def applied(ps: PolicySet, policy: str, topic: str, subscription: str | None = N
 
 
 def _resolved(ps: PolicySet, policy: str, topic: str, subscription: str | None) -> Resolved:
-    candidates = ps.rate_candidates(policy, topic, subscription)
-    rate, level = resolve(*((lv, to_rate(value)) for lv, value in candidates),
-                          (Level.BROKER, _limited(to_rate(broker_default(ps, policy)))))
-    chosen = next((value for lv, value in candidates if lv == level), None)
+    rate, level, chosen = applicable(ps, policy, topic, subscription)
     return Resolved(rate=view(rate), source=None if level is None else level.value,
                     relativeToPublishRate=bool(getattr(chosen, "relativeToPublishRate", False)))
 
@@ -135,21 +123,19 @@ def effective_limits(ps: PolicySet, tenant: str, namespace: str, topic: str,
     topic_key = f"{tenant}/{namespace}/{topic}"
     s = ps.brokerSettings
     aggregates: list[Aggregate] = []
+    rules = PolicyView(ps)
     found = ps.resource_group_of(topic_key)   # one resource group applies, as the participants bind producers
-    rg = ps.resourceGroups.get(found[0]) if found is not None else None
-    if found is not None and rg is not None:
+    if found is not None and found[0] in ps.resourceGroups:
         group, attached_to = found
-        for direction, msgs, byts in (("publish", rg.publishRateInMsgs, rg.publishRateInBytes),
-                                      ("dispatch", rg.dispatchRateInMsgs, rg.dispatchRateInBytes)):
+        for direction in (PUBLISH, DISPATCH):
             aggregates.append(Aggregate(level=Level.RESOURCE_GROUP.value, name=group, direction=direction,
                                         attachedTo=attached_to, quotaStrategy=ps.quota_strategy(group),
-                                        rate=view(Rate(msgs, byts, 1))))
-    tenant_policies = ps.tenants.get(tenant)
-    for direction, policy in (("publish", "publishRate"), ("dispatch", "dispatchRate")):
-        value = getattr(tenant_policies, policy, None) if tenant_policies else None
-        if value is not None:
+                                        rate=view(rules.limit(Level.RESOURCE_GROUP, direction, group).rate)))
+    for direction, policy in ((PUBLISH, "publishRate"), (DISPATCH, "dispatchRate")):
+        limit = rules.limit(Level.TENANT, direction, tenant)
+        if limit.source is not None:
             aggregates.append(Aggregate(level=Level.TENANT.value, name=tenant, direction=direction,
-                                        attachedTo=f"tenant {tenant} aggregate {policy}", rate=view(to_rate(value)),
+                                        attachedTo=f"tenant {tenant} aggregate {policy}", rate=view(limit.rate),
                                         quotaStrategy=ps.quota_strategy()))
     return EffectiveLimits(
         topic=topic_key, subscription=subscription, policyVersion=ps.version,
@@ -158,10 +144,8 @@ def effective_limits(ps: PolicySet, tenant: str, namespace: str, topic: str,
         subscriptionDispatchRate=_resolved(ps, "subscriptionDispatchRate", topic_key, subscription),
         aggregates=aggregates,
         broker={
-            "publishRate": view(_broker_rate(s, "brokerPublishThrottlingMaxMessageRate",
-                                             "brokerPublishThrottlingMaxByteRate")).model_dump(),
-            "dispatchRate": view(_broker_rate(s, "dispatchThrottlingRateInMsg",
-                                              "dispatchThrottlingRateInByte")).model_dump(),
+            "publishRate": view(setting_rate(s, BROKER_TOTALS[PUBLISH])).model_dump(),
+            "dispatchRate": view(setting_rate(s, BROKER_TOTALS[DISPATCH])).model_dump(),
             "offloadFlowPermitsPerSecond": s["managedLedgerOffloadBrokerFlowPermitsPerSecond"],
             **{k: s[k] for k in ("dispatchThrottlingOnBatchMessageEnabled", "preciseDispatcherFlowControl",
                                  "dispatchThrottlingOnNonBacklogConsumerEnabled")},

@@ -34,7 +34,7 @@ from typing import Any
 
 from controlplane.history import HISTORY_S, History
 from metrics.allocation import ShareSource, allocations, shares
-from metrics.report import PolicySet, Report, UsageValues, limit_key
+from protocol import PolicySet, Report, UsageValues, limit_key
 
 __all__ = ["LiveState", "HISTORY_S", "LEVEL_ORDER"]
 

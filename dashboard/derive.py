@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from protocol import resource_group_for, split_topic
+
 __all__ = ["UNLIMITED", "limit_value", "limit_text", "ago", "freshness", "label", "latest", "mean", "top_throttled", "limits_per_s", "admitted_vs_limit",
            "bucket_rows", "queue_rows", "jain", "parents", "child_shares", "rg_rows", "offload_rows",
            "offload_sample", "offload_points",
@@ -157,19 +159,21 @@ def jain(values: Iterable[float]) -> float | None:
 
 
 def _topic_parents(topic: str, groups: dict[str, str]) -> list[tuple[str, str]]:
-    parts = topic.split("/")
-    if len(parts) < 3:
+    """The shared limits above ``topic``: its tenant, its namespace, and the resource group that applies to it
+    (the topic's own, else its namespace's, else its tenant's: ``protocol.resource_group_for``)."""
+    try:
+        tenant, namespace, _ = split_topic(topic)
+        found = resource_group_for(topic, lambda level, name: groups.get(name))
+    except ValueError:   # not tenant/namespace/topic: nothing above it
         return []
-    tenant, namespace = parts[0], f"{parts[0]}/{parts[1]}"
-    out = [("tenant", tenant), ("namespace", namespace)]
-    group = groups.get(namespace) or groups.get(tenant)
-    return out + ([("resource_group", group)] if group else [])
+    return [("tenant", tenant), ("namespace", namespace)] + ([("resource_group", found[0])] if found else [])
 
 
 def _groups(rgs: dict[str, Any] | None) -> dict[str, str]:
+    """Attached tenant, namespace or topic -> its resource group (their names never collide: 0, 1, 2 slashes)."""
     out: dict[str, str] = {}
     for g in (rgs or {}).get("resourceGroups", []):
-        for target in (*g.get("tenants", []), *g.get("namespaces", [])):
+        for target in (*g.get("tenants", []), *g.get("namespaces", []), *g.get("topics", [])):
             out[target] = g["name"]
     return out
 

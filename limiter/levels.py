@@ -43,7 +43,7 @@ from .producer import Producer
 from .publish import LimiterSnapshot, PublishRateLimiter
 from .registry import limiter_for
 
-__all__ = ["PublishLimits", "split_topic"]
+__all__ = ["PublishLimits", "split_topic", "resource_group_for"]
 
 BROKER_NAME = "broker"
 
@@ -55,6 +55,19 @@ def split_topic(topic: str) -> tuple[str, str, str]:
     if len(parts) != 3 or not all(parts):
         raise PolicyError(f"a topic is named tenant/namespace/topic (e.g. 'acme/web/clicks'), got {topic!r}")
     return parts[0], f"{parts[0]}/{parts[1]}", name
+
+
+def resource_group_for(topic: str, attached: Callable[[Level, str], str | None]) -> tuple[str, Level, str] | None:
+    """The resource group that applies to ``topic`` -- its own, else its namespace's, else its tenant's (one
+    applies) -- as (group, the level that attaches it, that level's name); None: none does. ``attached(level,
+    name)`` is the group attached to that tenant, namespace or topic, or None. The one place this rule is
+    written: the participants' limiters, the policy document and the dashboard all ask it."""
+    tenant, namespace, topic = split_topic(topic)
+    for level, target in ((Level.TOPIC, topic), (Level.NAMESPACE, namespace), (Level.TENANT, tenant)):
+        group = attached(level, target)
+        if group is not None:
+            return group, level, target
+    return None
 
 
 class PublishLimits:
@@ -146,10 +159,9 @@ class PublishLimits:
 
     def resource_group_of(self, topic: str) -> str | None:
         """The topic's own resource group, else its namespace's, else its tenant's (one applies)."""
-        tenant, namespace, topic = split_topic(topic)
         with self._lock:
-            return next((g for g in (self._groups.get((Level.TOPIC, topic)), self._groups.get((Level.NAMESPACE,
-                         namespace)), self._groups.get((Level.TENANT, tenant))) if g is not None), None)
+            found = resource_group_for(topic, lambda level, name: self._groups.get((level, name)))
+        return None if found is None else found[0]
 
     # --- producers ----------------------------------------------------------------------------------------
 

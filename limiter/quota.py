@@ -59,29 +59,21 @@ and a 10 % dead band alone would use all of it; our 1 s reports are tiny, so tig
 mode call it for the demand too. Unlike Pulsar, a drop to 0 is reported at once (Pulsar checks only current
 values > 0, so a participant that stops is seen only at the mandatory report).
 
-Staleness: ``UsageMap``
------------------------
-Keeps participant -> ``Report(usage, demand, reported_at_s, heard_at_s)``, time passed in explicitly. A report
-sent more than 2 intervals before it arrives (``reported_at_s``) is stale and ignored, as is one older than the
-one held (PIP-82: discard old messages). A participant not heard from (report or ``touch`` for a suppressed
-round) for 2 mandatory periods (``2 * max_rounds * report_interval_s``) is left out of ``allocations`` and
-dropped by ``expire``; ``remove`` is the goodbye. A held report may be up to ``max_rounds`` intervals old (and
-still current: it was suppressed because nothing changed), which is why age alone does not make it stale.
-``reported_at_s`` and ``now_s`` must come from one clock (wall time across hosts; monotonic clocks differ).
+Who is still a participant (expiry, stale and out-of-order reports, goodbyes) is the control plane's to track
+(``controlplane.state``): these functions take the usage of the live ones.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from .policy import UNLIMITED, PolicyError
 
 __all__ = [
-    "compute_local_quota", "allocate_fair", "need_to_report", "local_quotas", "Strategy", "UsageMap", "Report",
+    "compute_local_quota", "allocate_fair", "need_to_report", "local_quotas", "Strategy",
     "UNLIMITED", "DEFAULT_STRATEGY", "DEFAULT_MIN_SHARE", "DEFAULT_TOLERANCE_PCT", "DEFAULT_MAX_ROUNDS",
 ]
 
@@ -241,76 +233,3 @@ def local_quotas(strategy: Strategy | str, configured: float, usages: Mapping[Ha
     for p, d in demands.items():
         _amount(f"demand of participant {p!r}", d)
     return allocate_fair(configured, {p: max(demands[p], u) for p, u in usages.items()}, min_share)
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    usage: float
-    demand: float
-    reported_at_s: float  # when the participant sent it
-    heard_at_s: float     # when we last heard from the participant (a report, or a touch)
-
-
-class UsageMap:
-    """participant -> its latest Report, for one shared limit in one dimension. Pure: time is passed in."""
-
-    def __init__(self, report_interval_s: float = 1.0, max_rounds: int = DEFAULT_MAX_ROUNDS):
-        if _number("report_interval_s", report_interval_s) <= 0:
-            raise ValueError(f"report_interval_s must be > 0, got {report_interval_s!r}")
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
-        self.report_interval_s = report_interval_s
-        self.max_rounds = max_rounds
-        self.stale_after_s = 2 * report_interval_s                  # a report this old on arrival is ignored
-        self.expire_after_s = 2 * max_rounds * report_interval_s    # a participant this silent is dropped
-        self._reports: dict[Hashable, Report] = {}
-
-    def update(self, participant: Hashable, usage: float, demand: float | None, now_s: float,
-               reported_at_s: float | None = None) -> bool:
-        """Record a report (``demand`` None = same as usage). False if ignored: stale, or older than the held one."""
-        _amount("usage", usage)
-        demand = usage if demand is None else _amount("demand", demand)
-        sent = _number("now_s", now_s) if reported_at_s is None else _number("reported_at_s", reported_at_s)
-        held = self._reports.get(participant)
-        if now_s - sent > self.stale_after_s or (held is not None and sent < held.reported_at_s):
-            return False
-        self._reports[participant] = Report(usage, demand, sent, now_s)
-        return True
-
-    def touch(self, participant: Hashable, now_s: float) -> bool:
-        """The participant is alive but suppressed its usage: keep its last report. False if unknown."""
-        held = self._reports.get(participant)
-        if held is None:
-            return False
-        self._reports[participant] = Report(held.usage, held.demand, held.reported_at_s, _number("now_s", now_s))
-        return True
-
-    def remove(self, participant: Hashable) -> bool:
-        return self._reports.pop(participant, None) is not None
-
-    def _live(self, now_s: float) -> dict[Hashable, Report]:
-        _number("now_s", now_s)
-        return {p: r for p, r in self._reports.items() if now_s - r.heard_at_s <= self.expire_after_s}
-
-    def expire(self, now_s: float) -> list[Hashable]:
-        """Drop participants not heard from for 2 mandatory report periods; returns them."""
-        live = self._live(now_s)
-        gone = [p for p in self._reports if p not in live]
-        self._reports = live
-        return gone
-
-    def reports(self) -> dict[Hashable, Report]:
-        return dict(self._reports)
-
-    def __len__(self) -> int:
-        return len(self._reports)
-
-    def __contains__(self, participant: object) -> bool:
-        return participant in self._reports
-
-    def allocations(self, configured: float, now_s: float, strategy: Strategy | str = DEFAULT_STRATEGY, *,
-                    min_share: float = DEFAULT_MIN_SHARE) -> dict:
-        """``local_quotas`` over the participants still live at ``now_s`` (expired ones are left out)."""
-        live = self._live(now_s)
-        return local_quotas(strategy, configured, {p: r.usage for p, r in live.items()},
-                            {p: r.demand for p, r in live.items()}, min_share=min_share)

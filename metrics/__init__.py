@@ -1,4 +1,4 @@
-"""throttlescope's metrics: the report schema (``metrics.report``), the one metric catalogue
+"""throttlescope's metrics: the one metric catalogue
 (``metrics.catalogue``) and the Prometheus collector that renders reports at scrape time (``metrics.collector``).
 
 Names are exported lazily, so ``python -m metrics.catalogue`` runs without importing the module twice and the

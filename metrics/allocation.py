@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from limiter.quota import local_quotas
-from metrics.report import PolicySet, UsageValues
+from protocol import PolicySet, UsageValues
 
 __all__ = ["ShareSource", "allocations", "shares"]
 

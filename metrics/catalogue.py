@@ -3,7 +3,7 @@
 How it works and why
 --------------------
 Participants do not expose metrics themselves (Spark Python workers come and go by the second, and nothing could
-scrape them); each one reports its limiters' state every interval (``metrics.report.Report``) and the control
+scrape them); each one reports its limiters' state every interval (``protocol.Report``) and the control
 plane's ``/metrics`` renders the latest reports of the live participants at scrape time
 (``metrics.collector.ThrottlescopeCollector``). Every family it yields is declared here, once: the collector
 builds its families from these entries (so a name, type, label list or help text cannot differ between code
@@ -312,7 +312,7 @@ def render_markdown() -> str:
         out += ["", f"## {group[0].upper()}{group[1:]}", "",
                 "| query | type | unit | labels | across participants | help |", "|---|---|---|---|---|---|"]
         out += [_row(m) for m in CATALOGUE if m.group == group]
-    out += ["", "## Sources", "", "Where each value comes from (fields of `metrics.report.Report` unless said).", "",
+    out += ["", "## Sources", "", "Where each value comes from (fields of `protocol.Report` unless said).", "",
             "| metric | source |", "|---|---|"]
     out += [f"| `{m.exposed}` | {m.source} |" for m in CATALOGUE]
     return "\n".join(out) + "\n"

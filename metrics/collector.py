@@ -55,7 +55,7 @@ from metrics.catalogue import (
     REPORT_LATENCY_BUCKETS,
     TOPIC_LABELS_ENV,
 )
-from metrics.report import PolicySet, Report, UsageValues, limit_key, parse_limit_key
+from protocol import PolicySet, Report, UsageValues, limit_key, parse_limit_key
 
 __all__ = ["ThrottlescopeCollector", "ReportSource", "topic_labels_from_env", "DEPARTURE_REASONS"]
 

@@ -13,7 +13,7 @@ from collectors.identity import Identity
 from controlplane.grants import GrantBook
 from controlplane.state import LiveState
 from limiter import ManualClock, Producer
-from metrics.report import GrantAnswer, GrantRequest, PolicySet, Report, ReportResponse, limit_key
+from protocol import GrantAnswer, GrantRequest, PolicySet, Report, ReportResponse, limit_key
 
 KEEPER_S = 0.02
 

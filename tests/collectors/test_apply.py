@@ -14,7 +14,7 @@ from limiter.mutation import MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
 from limiter.policy import Level, Rate
 from limiter.quota import Strategy
-from metrics.report import Grant, PolicySet
+from protocol import Grant, PolicySet
 
 pytestmark = pytest.mark.unit
 

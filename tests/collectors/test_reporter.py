@@ -7,10 +7,10 @@ import logging
 import pytest
 
 from collectors.client import Backoff, Rejected, Unreachable
-from collectors.reporter import STEAL_PAUSED, Suppression, UsageMeter, estimate_demand
+from collectors.usage import STEAL_PAUSED, Suppression, UsageMeter, estimate_demand
 from limiter import ManualClock, PublishLimits
 from limiter.policy import Level, Rate
-from metrics.report import Report, UsageValues
+from protocol import Report, UsageValues
 
 from .helpers import InProcessControlPlane, grouped, make_participant, send_paced
 

@@ -55,9 +55,8 @@ def test_without_a_url_limits_are_local_and_nothing_talks_to_the_network(no_env:
     p.limits.set_limit(Level.NAMESPACE, "acme/web", Rate(5))
     producer = p.producer("acme/web/clicks")
     assert [lim.level for lim in producer.limiters][-2:] == [Level.NAMESPACE, Level.TOPIC]
-    assert p.publish_limiter(Level.NAMESPACE, "acme/web").rate == Rate(5)   # a local static limit, kept
+    assert p.limits.limiter(Level.NAMESPACE, "acme/web").rate == Rate(5)   # a local static limit, kept
     assert isinstance(p.dispatcher("acme/web/clicks", "sub"), Dispatcher)
-    assert p.dispatch_limiter("broker") is p.dispatch.limiter(Level.BROKER)
     assert isinstance(p.offload_throttle, OffloadThrottle) and p.mutation_quota("alice", "app") is None
     assert p.report_now() is False and p.last_report() is None
 

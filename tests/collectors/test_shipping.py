@@ -33,7 +33,7 @@ def test_the_archive_holds_the_three_packages_and_nothing_compiled(tmp_path: Pat
     archive = library_archive(tmp_path)
     names = zipfile.ZipFile(archive).namelist()
     assert {n.split("/", 1)[0] for n in names} == set(SHIPPED_PACKAGES)
-    for must in ("limiter/__init__.py", "limiter/bucket.py", "metrics/report.py", "collectors/runtime.py",
+    for must in ("limiter/__init__.py", "limiter/bucket.py", "protocol/wire.py", "collectors/runtime.py",
                  "collectors/spark.py", "collectors/jobs/publish.py"):
         assert must in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
@@ -53,7 +53,7 @@ def test_the_archive_alone_is_what_a_fresh_interpreter_imports(tmp_path: Path) -
     archive = library_archive(tmp_path)
     probe = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
              "getattr(f, '__module__', '')]; sys.path.insert(1, sys.argv[1]); "
-             "import collectors.spark, collectors.runtime, limiter, metrics.report; "
+             "import collectors.spark, collectors.runtime, limiter, protocol.wire; "
              "print(collectors.spark.__file__); print(limiter.__file__)")
     out = subprocess.run([sys.executable, "-c", probe, str(archive)], cwd=tmp_path, capture_output=True, text=True,
                          check=True, timeout=60).stdout.split()

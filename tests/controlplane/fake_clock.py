@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrics.report import Report
+from protocol import Report
 
 from .conftest import report
 

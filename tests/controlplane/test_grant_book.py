@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.grants import MARKER, MARKER_STALE_S, GrantBook, learning_s_for
 from limiter import ManualClock
-from metrics.report import GrantAsk, PolicySet, ResourceGroup
+from protocol import GrantAsk, PolicySet, ResourceGroup
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The report schema (metrics/report.py) and the admin request bodies, without a server."""
+"""The protocol models (protocol/) and the admin request bodies, without a server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from controlplane.models import DispatchRateBody, MutationQuotaBody, PublishRateBody, ResourceGroupBody
-from metrics.report import MAX_QUEUE_ENTRIES, PolicySet, Report, ReportResponse, limit_key, parse_limit_key
+from protocol import MAX_QUEUE_ENTRIES, PolicySet, Report, ReportResponse, limit_key, parse_limit_key
 
 from .conftest import report, usage
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from metrics.report import ReportResponse
+from protocol import ReportResponse
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane, report, usage
 

@@ -17,7 +17,7 @@ from controlplane.grants import GrantBook
 from controlplane.principals import Directory
 from controlplane.state import LiveState
 from controlplane.store import Store
-from metrics.report import Report, ReportResponse
+from protocol import Report, ReportResponse
 
 from .conftest import ADMIN, PARTICIPANT, report, usage
 

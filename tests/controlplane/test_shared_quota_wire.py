@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from controlplane.state import LiveState
-from metrics.report import PolicySet, Report, ResourceGroup
+from protocol import PolicySet, Report, ResourceGroup
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane, report, usage
 from .fake_clock import FakeClock, report_at

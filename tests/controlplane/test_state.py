@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from controlplane.state import LiveState
-from metrics.report import PolicySet, Report, ResourceGroup, limit_key
+from protocol import PolicySet, Report, ResourceGroup, limit_key
 
 from .conftest import report, usage
 from .fake_clock import FakeClock, report_at

@@ -5,7 +5,7 @@ token in THROTTLESCOPE_TOKEN). Until ``collectors/runtime.py`` can be started th
 Spark Python worker: it owns a ``limiter.PublishLimits`` (on a ManualClock advanced with real time, so the load
 is reproducible), producers on a few topics that want more than their limits (throttled at the topic,
 resource-group and tenant levels), an ``OffloadThrottle`` and a ``MutationQuotaRegistry``. Every report
-interval it builds a ``metrics.report.Report`` from their snapshots, posts it to ``/v1/report``, applies the
+interval it builds a ``protocol.Report`` from their snapshots, posts it to ``/v1/report``, applies the
 policy document it gets back when the version moved, and reports that version as applied. SIGTERM says goodbye.
 """
 
@@ -26,7 +26,7 @@ from limiter import Level, ManualClock, PublishLimits, Rate
 from limiter.mutation import MutationQuotaConfig, MutationQuotaRegistry, ThrottlingQuotaExceeded
 from limiter.offload import OffloadThrottle
 from limiter.quota import DEFAULT_STRATEGY, local_quotas
-from metrics.report import PolicySet, Report, limit_key
+from protocol import PolicySet, Report, limit_key
 
 # topic -> [(producer, wanted msgs/s)]
 LOAD = {

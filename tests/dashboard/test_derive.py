@@ -140,3 +140,12 @@ def test_config_from_the_environment_then_the_data_dir(tmp_path: Path) -> None:
     assert (cfg.auth, cfg.proxy_token, cfg.oidc_claim) == ("oidc", "proxy-0123456789", "sub")
     assert "token" not in repr(cfg).replace("admin_token_source", "") and "proxy-0123" not in repr(cfg)
 
+
+
+def test_a_topic_s_own_resource_group_wins_over_its_namespace_s_as_on_the_participants() -> None:
+    history = {"series": [series("topic", "acme/web/clicks", admittedMsgsPerSecond=[40.0, 40.0]),
+                          series("topic", "acme/web/views", admittedMsgsPerSecond=[10.0, 10.0])]}
+    rgs = {"resourceGroups": [{"name": "web", "namespaces": ["acme/web"]},
+                              {"name": "vip", "topics": ["acme/web/clicks"]}]}
+    assert derive.child_shares(history, ("resource_group", "web"), rgs) == {"acme/web/views": 10.0}
+    assert derive.child_shares(history, ("resource_group", "vip"), rgs) == {"acme/web/clicks": 40.0}

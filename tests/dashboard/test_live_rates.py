@@ -12,7 +12,7 @@ import pytest
 
 from controlplane.state import LiveState
 from dashboard import data, rates
-from metrics.report import Report
+from protocol import Report
 from tests.controlplane.conftest import report
 from tests.controlplane.fake_clock import FakeClock
 

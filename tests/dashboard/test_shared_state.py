@@ -11,7 +11,7 @@ import pytest
 
 from controlplane.grants import GrantBook
 from limiter import ManualClock
-from metrics.report import GrantAsk, PolicySet, ResourceGroup
+from protocol import GrantAsk, PolicySet, ResourceGroup
 from tests.controlplane.conftest import ADMIN, PARTICIPANT, ControlPlane, report, usage
 
 RG = "resource_group:publish:rg"

@@ -1,4 +1,4 @@
-"""limiter.quota: PIP-82 local quotas (proportional and max-min fair), report suppression, the usage map."""
+"""limiter.quota: PIP-82 local quotas (proportional and max-min fair), report suppression."""
 
 import math
 from fractions import Fraction
@@ -13,7 +13,6 @@ from limiter.quota import (
     DEFAULT_TOLERANCE_PCT,
     UNLIMITED,
     Strategy,
-    UsageMap,
     allocate_fair,
     compute_local_quota,
     local_quotas,
@@ -334,45 +333,3 @@ def test_fair_follows_demand_changes_within_one_interval():
     usages = {"a": 10, "b": 10, "c": 10}
     history = simulate("fair", {"a": 10, "b": 50, "c": 80}, usages, intervals=2)
     assert history[0] == approx({"a": 10, "b": 45, "c": 45})
-
-
-# ---------------------------------------------------------------- UsageMap (staleness)
-
-def test_usage_map_allocates_and_expires_silent_participants():
-    m = UsageMap(report_interval_s=1.0, max_rounds=5)       # mandatory period 5 s, expiry after 10 s
-    assert m.expire_after_s == 10 and m.stale_after_s == 2
-    for p, usage, demand in (("a", 10, 10), ("b", 30, 50), ("c", 40, 80)):
-        assert m.update(p, usage, demand, now_s=0.0)
-    assert m.allocations(100, now_s=1.0) == {"a": 10, "b": 45, "c": 45}
-    m.touch("b", now_s=8.0)                                 # b suppressed its usage but is alive
-    m.update("c", 40, 80, now_s=9.0)
-    assert m.allocations(100, now_s=10.5) == {"b": 50, "c": 50}  # a is left out before expire() runs
-    assert "a" in m and len(m) == 3
-    assert m.expire(now_s=10.5) == ["a"]
-    assert "a" not in m and set(m.reports()) == {"b", "c"}
-    assert m.allocations(100, now_s=10.5, strategy="proportional") == {"b": approx(100 * 30 / 70),
-                                                                       "c": approx(100 * 40 / 70)}
-
-
-def test_usage_map_ignores_stale_and_out_of_order_reports():
-    m = UsageMap(report_interval_s=1.0)
-    assert not m.update("a", 5, 5, now_s=10.0, reported_at_s=7.5)   # sent 2.5 intervals ago: stale
-    assert "a" not in m
-    assert m.update("a", 5, 5, now_s=10.0, reported_at_s=8.0)       # exactly 2 intervals: still accepted
-    assert m.update("a", 7, 9, now_s=10.0, reported_at_s=9.5)
-    assert not m.update("a", 1, 1, now_s=10.1, reported_at_s=9.0)   # older than the held one
-    assert m.reports()["a"].usage == 7 and m.reports()["a"].demand == 9
-    assert m.update("a", 3, None, now_s=11.0) and m.reports()["a"].demand == 3
-
-
-def test_usage_map_touch_remove_and_errors():
-    m = UsageMap()
-    assert not m.touch("ghost", now_s=1.0)
-    m.update("a", 1, 1, now_s=0.0)
-    assert m.remove("a") and not m.remove("a")
-    with pytest.raises(ValueError, match="usage must be a finite number >= 0"):
-        m.update("a", -1, 1, now_s=0.0)
-    with pytest.raises(ValueError, match="report_interval_s must be > 0"):
-        UsageMap(report_interval_s=0)
-    with pytest.raises(ValueError, match="max_rounds must be an integer >= 1"):
-        UsageMap(max_rounds=0)

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from controlplane.grants import GrantBook
 from controlplane.state import LiveState
 from metrics.collector import ThrottlescopeCollector
-from metrics.report import PolicySet, Report
+from protocol import PolicySet, Report
 from tests.controlplane.conftest import ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]

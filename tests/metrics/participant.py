@@ -6,7 +6,7 @@ Until the participant runtime (collectors/) exists, this drives the limiter libr
 threads under ``limiter.PublishLimits`` (throttled at broker, resource group, tenant, namespace and topic
 levels), dispatchers under broker/topic/subscription ``DispatchRateLimiter``s, an ``OffloadThrottle`` and a
 KIP-599 ``MutationQuota``; a ``stuck`` topic limiter is driven far below zero once (Pulsar #23920's symptom).
-Every interval it POSTs a ``metrics.report.Report`` built from the limiters' snapshots to ``/v1/report`` with the
+Every interval it POSTs a ``protocol.Report`` built from the limiters' snapshots to ``/v1/report`` with the
 participant token, and sets its resource-group bucket to its local share of the quota computed from the usage
 map in the answer (PIP-82). SIGTERM: goodbye, then exit.
 """
@@ -30,7 +30,7 @@ from limiter.dispatch import Dispatcher, DispatchRateLimiter
 from limiter.mutation import MutationQuota, ThrottlingQuotaExceeded
 from limiter.offload import OffloadThrottle
 from limiter.quota import local_quotas
-from metrics.report import (
+from protocol import (
     BucketSnapshot,
     DimensionSnapshot,
     LimiterCounters,

@@ -9,7 +9,7 @@ from controlplane.grants import GrantBook
 from limiter import ManualClock
 from limiter.quota import local_quotas
 from metrics.allocation import allocations, shares
-from metrics.report import GrantAsk, PolicySet, ResourceGroup, UsageValues, limit_key
+from protocol import GrantAsk, PolicySet, ResourceGroup, UsageValues, limit_key
 
 pytestmark = pytest.mark.unit
 KEY = limit_key("resource_group", "publish", "rg")

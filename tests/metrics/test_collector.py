@@ -14,7 +14,7 @@ from controlplane.grants import GrantBook
 from limiter import ManualClock
 from metrics.catalogue import BY_NAME, CATALOGUE, PREFIX
 from metrics.collector import topic_labels_from_env
-from metrics.report import GrantAsk, PolicySet, ResourceGroup, limit_key
+from protocol import GrantAsk, PolicySet, ResourceGroup, limit_key
 
 from .conftest import Env, bucket, counters, report
 

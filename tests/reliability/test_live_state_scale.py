@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controlplane.state import LiveState
-from metrics.report import Report, limit_key
+from protocol import Report, limit_key
 from tests.controlplane.conftest import usage
 from tests.controlplane.fake_clock import FakeClock, report_at
 

@@ -1,4 +1,4 @@
-"""Hypothesis on the wire schema (metrics/report.py), and on what the control plane does with any valid report.
+"""Hypothesis on the wire schema (protocol/wire.py), and on what the control plane does with any valid report.
 
 - Parsing never fails with anything but pydantic's ValidationError: arbitrary JSON-shaped data, valid reports with
   one value anywhere replaced by arbitrary data, and arbitrary text or bytes as JSON. The lenient answer models
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from controlplane.state import LiveState
 from metrics.collector import ThrottlescopeCollector
-from metrics.report import (
+from protocol import (
     MAX_COUNT,
     MAX_NUMBER,
     MAX_QUEUE_ENTRIES,

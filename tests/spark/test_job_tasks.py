@@ -56,7 +56,7 @@ def test_publish_task_stops_at_the_deadline_and_writes_only_what_it_sent(tmp_pat
 
 
 def test_dispatch_task_resumes_from_its_cursor(tmp_path: Path):
-    participant().dispatch_limiter(Level.BROKER).rate = Rate(50)
+    participant().dispatch.limiter(Level.BROKER).rate = Rate(50)
     make_backlog(tmp_path / "backlog", {"t/ns/topic": 1}, entries=100, msgs_per_entry=4)
     item = {"topic": "t/ns/topic", "path": str(tmp_path / "backlog/t/ns/topic/partition-0.parquet")}
     seen: list[int] = []

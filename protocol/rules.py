@@ -12,11 +12,13 @@ subscription    by precedence: the subscription's own ``dispatchRate`` > topic's
                 ``subscriptionDispatchRate`` > broker default
 ==============  ==================================================================================  ========
 
-(the candidates, most specific first, are ``PolicySet.rate_candidates``, resolved by ``limiter.policy.resolve``;
-the resource group that applies to a topic is its own, else its namespace's, else its tenant's --
-``PolicySet.resource_group_of``.) Participants read it to set their local limiters; the control plane reads it
-to know the capacity of every shared limit it leases (``controlplane.leases``), so both sides agree by
-construction.
+The per-topic and per-subscription rows are ``applicable``: the candidates, most specific first
+(``PolicySet.rate_candidates``), resolved by ``limiter.policy.resolve`` with the broker default last. The resource
+group that applies to a topic is its own, else its namespace's, else its tenant's (``PolicySet.resource_group_of``,
+by ``limiter.levels.resource_group_for``). Participants read ``PolicyView`` to set their local limiters; the
+control plane reads it for the capacity of every shared limit it grants and, through ``applicable``, for Pulsar's
+``?applied=true`` and ``effectiveLimits``; the dashboard shows what the control plane answers. Nobody else
+derives a limit, so every side agrees by construction.
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from limiter.levels import resource_group_for, split_topic
 from limiter.mutation import MutationQuotaConfig
 from limiter.policy import Level, PolicyError, Rate, resolve
 from limiter.quota import Strategy
 
-from .report import DispatchRate, PolicySet, PublishRate, to_rate
+from .policies import DispatchRate, PolicySet, PublishRate, to_rate
 
-__all__ = ["PolicyView", "Limit", "PUBLISH", "DISPATCH", "SHARED_LEVELS", "UNLIMITED_MUTATIONS_PER_S"]
+__all__ = ["PolicyView", "Limit", "PUBLISH", "DISPATCH", "SHARED_LEVELS", "UNLIMITED_MUTATIONS_PER_S",
+           "BROKER_DEFAULTS", "BROKER_TOTALS", "applicable", "setting_rate", "resource_group_for", "split_topic"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,40 @@ PUBLISH, DISPATCH = "publish", "dispatch"
 SHARED_LEVELS = frozenset({Level.RESOURCE_GROUP, Level.TENANT, Level.NAMESPACE, Level.TOPIC, Level.SUBSCRIPTION})
 UNLIMITED_MUTATIONS_PER_S = 1e12
 _UNLIMITED = Rate.unlimited()
+# per-topic / per-subscription policy -> the broker settings of its default (msgs, bytes), per second
+BROKER_DEFAULTS = {
+    "publishRate": ("maxPublishRatePerTopicInMessages", "maxPublishRatePerTopicInBytes"),
+    "dispatchRate": ("dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte"),
+    "subscriptionDispatchRate": ("dispatchThrottlingRatePerSubscriptionInMsg",
+                                 "dispatchThrottlingRatePerSubscriptionInByte"),
+}
+# direction -> the broker settings of the broker-level limit, each process on its own (msgs, bytes), per second
+BROKER_TOTALS = {
+    PUBLISH: ("brokerPublishThrottlingMaxMessageRate", "brokerPublishThrottlingMaxByteRate"),
+    DISPATCH: ("dispatchThrottlingRateInMsg", "dispatchThrottlingRateInByte"),
+}
+Candidate = PublishRate | DispatchRate | None
+
+
+def setting_rate(settings: dict, names: tuple[str, str]) -> Rate:
+    """The per-second ``Rate`` of two broker settings (msgs, bytes); a missing or non-numeric one: unlimited."""
+    def number(name: str) -> float:
+        value = settings.get(name, -1)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else -1
+    return Rate(number(names[0]), number(names[1]), 1)
+
+
+def applicable(ps: PolicySet, policy: str, topic: str, subscription: str | None = None
+               ) -> tuple[Rate, Level | None, Candidate]:
+    """What holds ``topic``'s (or its ``subscription``'s) ``policy`` (publishRate, dispatchRate,
+    subscriptionDispatchRate): (the rate, the level that set it -- None: nothing, unlimited --, the policy object
+    chosen, None for the broker default). Pulsar's precedence: ``PolicySet.rate_candidates``, then the broker
+    default per topic or subscription."""
+    candidates = ps.rate_candidates(policy, topic, subscription)
+    default = setting_rate(ps.brokerSettings, BROKER_DEFAULTS[policy])
+    rate, level = resolve(*((lv, to_rate(value)) for lv, value in candidates),
+                          (Level.BROKER, None if default.is_unlimited else default))
+    return rate, level, next((value for lv, value in candidates if lv == level), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +109,6 @@ class PolicyView:
         value = self.settings.get(name, default)
         return value if isinstance(value, bool) else default
 
-    def _broker_rate(self, msgs: str, bytes_: str) -> Rate:
-        return Rate(self._setting(msgs), self._setting(bytes_), 1)
-
     def resource_group_of(self, topic: str) -> str | None:
         found = self.ps.resource_group_of(topic)
         return None if found is None else found[0]
@@ -97,9 +132,7 @@ class PolicyView:
     def _limit(self, level: Level, direction: str, name: str) -> Limit:
         publish = direction == PUBLISH
         if level is Level.BROKER:
-            rate = (self._broker_rate("brokerPublishThrottlingMaxMessageRate", "brokerPublishThrottlingMaxByteRate")
-                    if publish else self._broker_rate("dispatchThrottlingRateInMsg", "dispatchThrottlingRateInByte"))
-            return Limit(rate, False, source="broker")
+            return Limit(setting_rate(self.settings, BROKER_TOTALS[direction]), False, source="broker")
         if level is Level.RESOURCE_GROUP:
             rg = self.ps.resourceGroups.get(name)
             if rg is None:
@@ -114,24 +147,16 @@ class PolicyView:
         if level is Level.NAMESPACE:
             return Limit(_UNLIMITED, True, self.default_strategy)
         if level is Level.TOPIC:
-            policy = "publishRate" if publish else "dispatchRate"
-            default = (self._broker_rate("maxPublishRatePerTopicInMessages", "maxPublishRatePerTopicInBytes")
-                       if publish else self._broker_rate("dispatchThrottlingRatePerTopicInMsg",
-                                                         "dispatchThrottlingRatePerTopicInByte"))
-            return self._resolved(self.ps.rate_candidates(policy, name), default)
+            return self._applicable("publishRate" if publish else "dispatchRate", name)
         if level is Level.SUBSCRIPTION:
             if publish:
                 return Limit(_UNLIMITED, True, self.default_strategy)
             tenant, namespace, topic, subscription = name.split("/", 3)   # t/ns/topic/subscription
-            default = self._broker_rate("dispatchThrottlingRatePerSubscriptionInMsg",
-                                        "dispatchThrottlingRatePerSubscriptionInByte")
-            return self._resolved(self.ps.rate_candidates(
-                "subscriptionDispatchRate", f"{tenant}/{namespace}/{topic}", subscription), default)
+            return self._applicable("subscriptionDispatchRate", f"{tenant}/{namespace}/{topic}", subscription)
         return _NO_LIMIT
 
-    def _resolved(self, candidates: list[tuple[Level, PublishRate | DispatchRate | None]], default: Rate) -> Limit:
-        rate, source = resolve(*((level, to_rate(value)) for level, value in candidates),
-                               (Level.BROKER, None if default.is_unlimited else default))
+    def _applicable(self, policy: str, topic: str, subscription: str | None = None) -> Limit:
+        rate, source, _ = applicable(self.ps, policy, topic, subscription)
         return Limit(rate, True, self.default_strategy, None if source is None else source.value)
 
     # --- per-participant settings -------------------------------------------------------------------------
