@@ -31,16 +31,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import streamlit as st
+from pydantic import BaseModel, ValidationError
 
 from dashboard import rates
 from metrics.catalogue import BY_NAME
+from protocol.state import (
+    BucketsState,
+    HistoryState,
+    ParticipantsState,
+    QueuesState,
+    ResourceGroupsState,
+    SharedState,
+)
 
 __all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups", "shared",
            "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "whoami", "refusal",
-           "TTL_S", "PROMETHEUS_QUERIES"]
+           "TTL_S", "PROMETHEUS_QUERIES", "STATE_MODELS", "rate_path", "resource_group_path", "attachment_path",
+           "broker_setting_path", "mutation_quota_path"]
 
 TTL_S = 1.0
 HISTORY_S = 900.0   # the control plane keeps this much history
@@ -65,6 +76,15 @@ PROMETHEUS_QUERIES = {
     "throttledPerSecond": _rate("throttlescope_throttled"),
     "tokensMsgs": _tokens("msgs"),
     "tokensBytes": _tokens("bytes"),
+}
+
+
+# what each state endpoint answers, as the control plane declares it: every answer is read through its model, so
+# a field the two sides disagree on is a clear Unavailable here, not an empty table on a page
+STATE_MODELS: dict[str, type[BaseModel]] = {
+    "/v1/state/participants": ParticipantsState, "/v1/state/buckets": BucketsState,
+    "/v1/state/queues": QueuesState, "/v1/state/resourcegroups": ResourceGroupsState,
+    "/v1/state/history": HistoryState, "/v1/state/shared": SharedState,
 }
 
 
@@ -131,9 +151,20 @@ def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any]
     if response.headers.get("content-type", "").startswith("text/plain"):
         return response.text                     # a bare name (the resource group of a namespace or tenant)
     try:
-        return response.json()
+        body = response.json()
     except ValueError:
         return Unavailable(path, f"the answer of {path} is not JSON", response.status_code)
+    model = STATE_MODELS.get(path)
+    if model is None:
+        return body
+    try:
+        return model.model_validate(body).model_dump(mode="json")
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        return Unavailable(path, f"the control plane's answer does not fit this dashboard's {model.__name__} "
+                                 f"(at {where or 'the top'}: {first['msg']}); are both the same version?",
+                           response.status_code)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=256)
@@ -275,3 +306,32 @@ def send(conn: Conn, method: str, path: str, body: Any = None) -> Outcome:
         answer = None
     return Outcome(True, response.status_code, version=int(version) if version and version.isdigit() else None,
                    body=answer)
+
+
+# --- the admin API's paths (Pulsar's REST shapes): the one place the dashboard spells them -------------------
+
+_RATE_BASES = {"namespace": "namespaces", "topic": "persistent", "tenant": "tenants"}
+
+
+def rate_path(scope: str, target: str, policy: str) -> str:
+    """A rate policy's path: ``scope`` 'namespace' ('tenant/ns'), 'topic' ('tenant/ns/topic') or 'tenant';
+    ``policy`` publishRate, dispatchRate or subscriptionDispatchRate."""
+    return f"/admin/v2/{_RATE_BASES[scope]}/{target}/{policy}"
+
+
+def resource_group_path(name: str) -> str:
+    return f"/admin/v2/resourcegroups/{name}"
+
+
+def attachment_path(target: str, group: str | None = None) -> str:
+    """Where a namespace ('tenant/ns') or a tenant is attached to a resource group (``group``: to attach it)."""
+    path = f"/admin/v2/{'namespaces' if '/' in target else 'tenants'}/{target}/resourcegroup"
+    return path if group is None else f"{path}/{group}"
+
+
+def broker_setting_path(name: str, value_text: str) -> str:
+    return f"/admin/v2/brokers/configuration/{name}/{value_text}"
+
+
+def mutation_quota_path(user: str, client_id: str) -> str:
+    return f"/admin/v2/quotas/mutations/{quote(user, safe='')}/{quote(client_id, safe='')}"

@@ -120,14 +120,13 @@ def resource_group(conn: data.Conn, ps: dict[str, Any], refusal: Refusal) -> Pen
     _now(cur, {f: label.lower() for f, label in zip(fields, labels, strict=True)})
     attach = st.text_input("Attach to namespace (tenant/namespace) or tenant (optional)", key=f"rg.{name}.attach",
                            help="Everything under it then shares this group's quota (PIP-82).").strip()
-    scope = "namespaces" if "/" in attach else "tenants"
-    method, path = ("POST", f"/admin/v2/{scope}/{attach}/resourcegroup/{name}") if attach else \
-        ("PUT", f"/admin/v2/resourcegroups/{name or 'new'}")
+    method, path = ("POST", data.attachment_path(attach, name)) if attach else \
+        ("PUT", data.resource_group_path(name or "new"))
     if not _review("rg.review", values, not name, refusal(method, path)):
         return None
     if attach:
         return _pending(conn, f"attach resource group {name} to {attach}", method, path, None, {"resourceGroup": name},
-                        read=f"/admin/v2/{scope}/{attach}/resourcegroup")
+                        read=data.attachment_path(attach))
     body = {f: _num(v) for f, v in values.items()}
     return _pending(conn, f"resource group {name}", method, path, body, body)
 
@@ -175,8 +174,7 @@ def level_policy(conn: data.Conn, ps: dict[str, Any], scope: str, known: list[st
     valid = _named(target, parts)
     if not valid:
         st.caption(f"A {scope} is named {'/'.join(['tenant', 'namespace', 'topic'][:parts])}, e.g. {example}.")
-    base = "namespaces" if parts == 2 else "persistent"
-    return _rate_change(conn, f"{scope} {target} {policy}", f"/admin/v2/{base}/{target}/{policy}", values, remove,
+    return _rate_change(conn, f"{scope} {target} {policy}", data.rate_path(scope, target, policy), values, remove,
                         f"{scope}.review", valid, refusal)
 
 
@@ -192,9 +190,8 @@ def subscription(conn: data.Conn, ps: dict[str, Any], known: dict[str, list[str]
     values = _rate("Subscription", "subscriptionDispatchRate", cur, f"sub.{scope}.{target}")
     remove = st.checkbox("Remove this policy", key=f"sub.{scope}.{target}.rm", disabled=not cur)
     valid = _named(target, 3 if scope == "topic" else 2)
-    base = "persistent" if scope == "topic" else "namespaces"
     return _rate_change(conn, f"{scope} {target} subscriptionDispatchRate",
-                        f"/admin/v2/{base}/{target}/subscriptionDispatchRate", values, remove, "sub.review",
+                        data.rate_path(scope, target, "subscriptionDispatchRate"), values, remove, "sub.review",
                         valid, refusal)
 
 
@@ -215,7 +212,7 @@ def broker(conn: data.Conn, settings: dict[str, Any], refusal: Refusal) -> Pendi
         _now({name: cur}, {name: name})
     text = str(value).lower() if isinstance(value, bool) else quote(value, safe="") if isinstance(value, str) \
         else f"{_num(value)}"
-    path = f"/admin/v2/brokers/configuration/{name}/{text}"
+    path = data.broker_setting_path(name, text)
     if not _review("broker.review", {name: value} if number else {}, not text, refusal("POST", path)):
         return None
     new = _num(value) if number else value
@@ -237,7 +234,7 @@ def mutation_quota(conn: data.Conn, ps: dict[str, Any], refusal: Refusal) -> Pen
                               key=f"{k}.s", help="Allowed: 1..1000. Burst = quota x samples x window.")
     strict = c4.toggle("Strict (reject when in debt)", value=bool(cur.get("strict", True)), key=f"{k}.strict")
     _now(cur, {"quotaPerSecond": "mutations per second"})
-    path = f"/admin/v2/quotas/mutations/{quote(user, safe='')}/{quote(client, safe='')}"
+    path = data.mutation_quota_path(user, client)
     if not _review("mq.review", {"quotaPerSecond": quota}, False, refusal("PUT", path)):
         return None
     body = {"quotaPerSecond": _num(quota), "windowSeconds": _num(window), "samples": int(samples), "strict": strict}

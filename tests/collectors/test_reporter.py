@@ -8,6 +8,7 @@ import pytest
 
 from collectors.client import Backoff, Rejected, Unreachable
 from collectors.usage import STEAL_PAUSED, Suppression, UsageMeter, estimate_demand
+from controlplane import views
 from limiter import ManualClock, PublishLimits
 from limiter.policy import Level, Rate
 from protocol import Report, UsageValues
@@ -139,7 +140,7 @@ def test_suppressed_rounds_keep_the_participant_and_its_usage_in_the_map(clock: 
     assert all(k != "unchanged" or kinds[max(0, i - 3):i + 1].count("unchanged") <= 3 for i, k in enumerate(kinds))
     answer = p.reporter.last_answer
     assert answer.usage[KEY]["me"].usage_msgs_per_s == pytest.approx(40, rel=0.1)   # held by the control plane
-    assert [x["participantId"] for x in cp.live.participants(3)["participants"]] == ["me"]
+    assert [x.participantId for x in views.participants(cp.live, 3).participants] == ["me"]
 
 
 def test_a_restarted_control_plane_gets_full_usage_again(clock: ManualClock) -> None:

@@ -18,6 +18,7 @@ from collectors import (
     reset_participant,
 )
 from collectors.runtime import current_participant
+from controlplane import views
 from limiter import ManualClock
 from limiter.dispatch import Dispatcher
 from limiter.offload import OffloadThrottle
@@ -105,7 +106,7 @@ def test_close_says_goodbye_once_and_a_forked_copy_does_not(clock: ManualClock) 
     cp = InProcessControlPlane(grouped(100))
     p = make_participant(clock, cp)
     p.report_now()
-    assert [x["participantId"] for x in cp.live.participants(3)["participants"]] == ["me"]
+    assert [x.participantId for x in views.participants(cp.live, 3).participants] == ["me"]
     other = make_participant(clock, cp, pid="copy")
     other.report_now()
     other.pid = -1                                     # as if this object had been inherited by a fork
@@ -114,7 +115,7 @@ def test_close_says_goodbye_once_and_a_forked_copy_does_not(clock: ManualClock) 
     p.close()
     p.close()
     assert cp.goodbyes == ["me"]
-    assert [x["participantId"] for x in cp.live.participants(3)["participants"]] == ["copy"]
+    assert [x.participantId for x in views.participants(cp.live, 3).participants] == ["copy"]
 
 
 @UNIT

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from controlplane import views
 from controlplane.api_participant import ParticipantFastPath, answer_report
 from controlplane.auth import Tokens
 from controlplane.config import Settings
@@ -77,7 +78,7 @@ def test_a_valid_report_is_answered_without_the_route(ctx: Context) -> None:
     parsed = ReportResponse.model_validate_json(answer)
     assert parsed.accepted and parsed.policyVersion == 1 and parsed.policies is not None
     assert parsed.usage["resource_group:publish:rg"]["p1"].usage_msgs_per_s == 5
-    assert [p["participantId"] for p in ctx.live.participants(1)["participants"]] == ["p1"]
+    assert [p.participantId for p in views.participants(ctx.live, 1).participants] == ["p1"]
 
 
 def test_the_answer_is_the_routes_answer(ctx: Context) -> None:
@@ -104,7 +105,7 @@ def test_anything_else_reaches_the_route_with_its_body_and_stores_nothing(ctx: C
     route = Route()
     status, _ = call(ParticipantFastPath(route, ctx), body, content_type=content_type, chunks=2)
     assert status == 299 and [b for _, b in route.calls] == [body]
-    assert ctx.live.participants(1)["participants"] == []
+    assert views.participants(ctx.live, 1).participants == []
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/v1/report"), ("POST", "/v1/goodbye"),

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from controlplane import views
 from controlplane.state import LiveState
 from protocol import PolicySet, Report, ResourceGroup, limit_key
 
@@ -24,7 +25,7 @@ def test_stale_and_out_of_sequence_reports_are_ignored() -> None:
     old = Report.model_validate(report(seq=6, sent_at=clock.t - 2.5))
     accepted, why = live.ingest(old)
     assert not accepted and "2 report intervals" in (why or "")
-    assert live.participants(1)["participants"][0]["seq"] == 5
+    assert views.participants(live, 1).participants[0].seq == 5
 
 
 def test_expiry_after_two_intervals_and_goodbye() -> None:
@@ -34,13 +35,13 @@ def test_expiry_after_two_intervals_and_goodbye() -> None:
     live.ingest(report_at(clock, pid="b"))
     clock.t += 0.9
     live.ingest(report_at(clock, pid="b", seq=2))
-    assert [p["participantId"] for p in live.participants(1)["participants"]] == ["a", "b"]
+    assert [p.participantId for p in views.participants(live, 1).participants] == ["a", "b"]
     clock.t += 0.2   # a: 1.1 s > 2 x 0.5 s
-    view = live.participants(1)
-    assert [p["participantId"] for p in view["participants"]] == ["b"]
-    assert view["departed"][0]["participantId"] == "a" and view["departed"][0]["departedBecause"] == "expired"
+    view = views.participants(live, 1)
+    assert [p.participantId for p in view.participants] == ["b"]
+    assert view.departed[0].participantId == "a" and view.departed[0].departedBecause == "expired"
     assert live.goodbye("b") and not live.goodbye("b")
-    assert live.participants(1)["participants"] == []
+    assert views.participants(live, 1).participants == []
 
 
 def test_usage_map_covers_the_reported_keys_across_participants() -> None:
@@ -127,7 +128,7 @@ def test_resource_group_allocation_is_fair_by_demand() -> None:
     live.ingest(report_at(clock, pid="b", usage=[usage("rg", 30, 70)]))
     ps = PolicySet(version=7, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=100)},
                    namespaceResourceGroups={"t/n": "rg"})
-    view = live.resource_groups(ps)["resourceGroups"][0]
+    view = views.resource_groups(live, ps).model_dump()["resourceGroups"][0]
     assert view["namespaces"] == ["t/n"]
     parts = view["publish"]["participants"]
     assert parts["a"]["allocation_msgs_per_s"] == pytest.approx(50)

@@ -88,3 +88,46 @@ def test_the_dashboard_imports_no_spark_no_control_plane_and_no_collectors() -> 
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+class StateStub(BaseHTTPRequestHandler):
+    """A control plane whose /v1/state/buckets answer lacks a field its model requires (a version mismatch)."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        body = {"buckets": [{"participantId": "p", "level": "topic", "name": "a/b/c", "kind": "publish"}],
+                "totals": []}     # no reportedAt
+        if urlsplit(self.path).path == "/v1/state/queues":
+            body = {"queues": [], "extra": "ignored by a lenient model"}
+        raw = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_state_answer_that_does_not_fit_its_model_is_an_unavailable_that_says_where() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StateStub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        conn = data.Conn(f"http://127.0.0.1:{server.server_address[1]}", "t" * 20)
+        got = data.buckets(conn)
+        assert isinstance(got, data.Unavailable) and got.status == 200
+        assert "BucketsState" in got.reason and "buckets.0.reportedAt" in got.reason, got.reason
+        assert data.queues(conn) == {"queues": []}     # unknown fields dropped, the rest read
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_admin_paths_are_pulsar_s() -> None:
+    assert data.rate_path("topic", "acme/web/clicks", "publishRate") == \
+        "/admin/v2/persistent/acme/web/clicks/publishRate"
+    assert data.rate_path("namespace", "acme/web", "subscriptionDispatchRate") == \
+        "/admin/v2/namespaces/acme/web/subscriptionDispatchRate"
+    assert data.attachment_path("acme/web", "g") == "/admin/v2/namespaces/acme/web/resourcegroup/g"
+    assert data.attachment_path("acme") == "/admin/v2/tenants/acme/resourcegroup"
+    assert data.mutation_quota_path("<default>", "a b") == "/admin/v2/quotas/mutations/%3Cdefault%3E/a%20b"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from controlplane import views
 from controlplane.state import LiveState
 from protocol import Report, limit_key
 from tests.controlplane.conftest import usage
@@ -49,9 +50,9 @@ def test_usage_index_follows_reports_goodbyes_and_expiry_and_keeps_nothing_behin
     assert live.usage_map([limit_key("resource_group", "publish", "other")]) == {
         limit_key("resource_group", "publish", "other"): {}}
     clock.t += 5.0                            # everyone silent: all expired on the next access
-    assert live.participants(1)["participants"] == []
+    assert views.participants(live, 1).participants == []
     assert live.usage_map([KEY]) == {KEY: {}}
-    assert live._usage == {} and live._peers == {}, "something of the departed stayed in the index"
+    assert live._usage.everything() == {} and live._peers == {}, "something of the departed stayed in the index"
 
 
 def test_expiry_goes_by_last_heard_not_first_seen() -> None:
@@ -63,9 +64,9 @@ def test_expiry_goes_by_last_heard_not_first_seen() -> None:
     clock.t += 0.5
     assert live.ingest(make(clock, "first", 2))[0]      # first is heard from again, after second
     clock.t += 1.8                                      # second silent 2.3 s: expired; first 1.8 s: live
-    ids = [p["participantId"] for p in live.participants(1)["participants"]]
+    ids = [p.participantId for p in views.participants(live, 1).participants]
     assert ids == ["first"]
-    assert [d["participantId"] for d in live.participants(1)["departed"]] == ["second"]
+    assert [d.participantId for d in views.participants(live, 1).departed] == ["second"]
 
 
 def test_past_history_slots_keep_sums_only_and_show_the_same() -> None:

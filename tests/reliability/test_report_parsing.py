@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
+from controlplane import views
 from controlplane.state import LiveState
 from metrics.collector import ThrottlescopeCollector
 from protocol import (
@@ -202,9 +203,9 @@ def test_any_valid_report_is_ingested_rendered_and_shown(first: dict[str, Any], 
                    .model_dump(mode="json"), allow_nan=False)
         text = generate_latest(registry).decode()
         assert "throttlescope_participants 1.0" in text
-        for view in (live.participants(2), live.buckets(), live.queues(), live.history(),
-                     live.resource_groups(policies)):
-            json.dumps(view, allow_nan=False)   # what FastAPI's JSON answers need
+        for view in (views.participants(live, 2), views.buckets(live), views.queues(live), views.history(live),
+                     views.resource_groups(live, policies)):
+            json.dumps(view.model_dump(mode="json"), allow_nan=False)   # what FastAPI's JSON answers need
     assert live.goodbye(first["participant"]["participant_id"])
     text = generate_latest(registry).decode()
     assert 'throttlescope_participants_departed_total{reason="goodbye"} 1.0' in text
