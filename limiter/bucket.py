@@ -84,18 +84,13 @@ import math
 import threading
 from fractions import Fraction
 
+from .checks import at_least_zero, finite, positive
 from .clock import NS_PER_S, Clock, SystemClock, seconds_to_ns
 from .counter import ExactCounter
 
 __all__ = ["AsyncTokenBucket", "DEFAULT_RESOLUTION_S"]
 
 DEFAULT_RESOLUTION_S = 0.016
-
-
-def _positive_finite(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
 
 
 def _as_fraction(value: float) -> Fraction:
@@ -123,15 +118,14 @@ class AsyncTokenBucket:
         resolution_s: float = DEFAULT_RESOLUTION_S,
         clock: Clock | None = None,
     ):
-        _positive_finite("period_s", period_s)
-        if not isinstance(resolution_s, int | float) or not math.isfinite(resolution_s) or resolution_s < 0:
-            raise ValueError(f"resolution_s must be a finite number >= 0 (0 = always consistent), got {resolution_s!r}")
+        positive("period_s", period_s)
+        at_least_zero("resolution_s", resolution_s, rule=" (0 = always consistent)")
         self._clock = clock or SystemClock()
         self._tick = self._clock.tick_cell
         self._period_ns = seconds_to_ns(period_s)
         self._resolution_ns = seconds_to_ns(resolution_s)
-        self._set_rate(_positive_finite("rate", rate))
-        self._capacity = _positive_finite("capacity", capacity if capacity is not None else rate)
+        self._set_rate(positive("rate", rate))
+        self._capacity = positive("capacity", capacity if capacity is not None else rate)
         tokens = self._capacity if initial_tokens is None else initial_tokens
         if not isinstance(tokens, int | float) or not math.isfinite(tokens) or tokens > self._capacity:
             raise ValueError(f"initial_tokens must be a finite number <= capacity ({self._capacity}), got {tokens!r}")
@@ -210,8 +204,7 @@ class AsyncTokenBucket:
     def deposit(self, n: float) -> float:
         """Add ``n`` tokens now (a grant; negative: take them back), up to the capacity; not counted as consumed.
         Returns the balance after it."""
-        if not isinstance(n, int | float) or not math.isfinite(n):
-            raise ValueError(f"a deposit must be a finite number of tokens, got {n!r}")
+        finite("a deposit", n, unit="tokens")
         with self._lock:
             now = self._clock.now_ns()
             self._update_locked(now, 0)
@@ -226,7 +219,7 @@ class AsyncTokenBucket:
 
     @rate.setter
     def rate(self, value: float) -> None:
-        _positive_finite("rate", value)
+        positive("rate", value)
         with self._lock:
             self._update_locked(self._clock.now_ns(), 0)  # tokens earned so far at the old rate
             old_den = self._den
@@ -240,7 +233,7 @@ class AsyncTokenBucket:
 
     @capacity.setter
     def capacity(self, value: float) -> None:
-        _positive_finite("capacity", value)
+        positive("capacity", value)
         with self._lock:
             self._update_locked(self._clock.now_ns(), 0)
             self._capacity = value

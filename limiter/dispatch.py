@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .bucket import AsyncTokenBucket
+from .checks import positive
 from .clock import Clock, SystemClock, seconds_to_ns
 from .policy import Level, PolicyError, Rate, resolve
 
@@ -233,9 +234,7 @@ class Dispatcher:
                 or dispatcher_max_read_batch_size < 1:
             raise ValueError(f"dispatcher_max_read_batch_size must be an integer >= 1, "
                              f"got {dispatcher_max_read_batch_size!r}")
-        if isinstance(backoff_s, bool) or not isinstance(backoff_s, int | float) or not math.isfinite(backoff_s) \
-                or backoff_s <= 0:
-            raise ValueError(f"backoff_s must be a finite number of seconds > 0, got {backoff_s!r}")
+        positive("backoff_s", backoff_s, unit="seconds")
         self.levels = levels
         self._locks = sorted({id(lim): lim for lim in levels}.values(), key=lambda lim: lim._order)
         self.read_batch_size = dispatcher_max_read_batch_size

@@ -55,6 +55,8 @@ import math
 from collections import OrderedDict, deque
 from collections.abc import Hashable
 
+from .checks import at_least_zero, positive
+
 __all__ = ["GrantWindow", "DEFAULT_BURST_S"]
 
 DEFAULT_BURST_S = 0.5
@@ -77,6 +79,10 @@ def _water_level(capacity: float, wants: list[float]) -> tuple[float, float]:
     return wants[-1], 0.0
 
 
+def _amount(name: str, value: float) -> float:
+    return float(at_least_zero(name, value, infinite_ok=True))
+
+
 def _expire(last_asked: OrderedDict[Hashable, float], horizon: float) -> list[Hashable]:
     """Remove (and return) the holders of ``last_asked`` (oldest first) that last asked at or before ``horizon``."""
     gone = []
@@ -89,19 +95,12 @@ def _expire(last_asked: OrderedDict[Hashable, float], horizon: float) -> list[Ha
     return gone
 
 
-def _amount(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value < 0:
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-    return float(value)
-
-
 class GrantWindow:
     """The grants of one dimension of one shared limit (see the module essay). Not thread-safe: the caller
     serialises (the control plane answers on its event loop)."""
 
     def __init__(self, window_s: float = 1.0, burst_s: float = DEFAULT_BURST_S):
-        if not (isinstance(window_s, int | float) and math.isfinite(window_s) and window_s > 0):
-            raise ValueError(f"window_s must be a finite number of seconds > 0, got {window_s!r}")
+        positive("window_s", window_s, unit="seconds")
         if not (isinstance(burst_s, int | float) and math.isfinite(burst_s) and 0 < burst_s <= window_s):
             raise ValueError(f"burst_s must be a number of seconds > 0 and <= window_s, got {burst_s!r}")
         self.window_s, self.burst_s = float(window_s), float(burst_s)

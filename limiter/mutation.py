@@ -60,13 +60,13 @@ client it gives up at once, re-raising, when the throttle time would run past th
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .checks import at_least_zero, finite, positive
 from .clock import NS_PER_S, Clock, SystemClock
 
 __all__ = ["MutationQuota", "ThrottlingQuotaExceeded", "MutationQuotaConfig", "MutationQuotaRegistry",
@@ -92,12 +92,6 @@ class ThrottlingQuotaExceeded(Exception):
         return (type(self), (self.throttle_time_s,))
 
 
-def _positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def _samples(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"samples must be an integer >= 1, got {value!r}")
@@ -114,8 +108,8 @@ class MutationQuotaConfig:
     strict: bool = True
 
     def __post_init__(self) -> None:
-        _positive("quota_per_s", self.quota_per_s)
-        _positive("window_s", self.window_s)
+        positive("quota_per_s", self.quota_per_s)
+        positive("window_s", self.window_s)
         _samples(self.samples)
         if not isinstance(self.strict, bool):
             raise ValueError(f"strict must be True or False, got {self.strict!r}")
@@ -155,8 +149,7 @@ class MutationQuota:
         """Charge n mutations (negative: un-record). Returns the throttle time of this request: strict, always 0
         (an admitted request is not throttled, even one that overdraws); permissive, ``-tokens / quota`` after
         recording. Strict: raises ThrottlingQuotaExceeded, recording nothing, while the bucket is below zero."""
-        if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n):
-            raise ValueError(f"n must be a finite number of mutations (negative un-records), got {n!r}")
+        finite("n", n, unit="mutations", rule=" (negative un-records)")
         with self._lock:
             now = self._refill()
             if self.strict and n > 0 and self._tokens < 0:
@@ -313,9 +306,7 @@ def call_with_mutation_quota(quota: MutationQuota | None, n: float, fn: Callable
     """Record n on ``quota`` (None: none here) and call ``fn``; on ThrottlingQuotaExceeded (from the quota or
     from ``fn`` itself, e.g. a remote quota) wait the throttle time and retry until ``timeout_s`` has passed.
     Re-raises the last ThrottlingQuotaExceeded when the next wait would run past the timeout."""
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s >= 0 \
-            or not math.isfinite(timeout_s):
-        raise ValueError(f"timeout_s must be a finite number of seconds >= 0, got {timeout_s!r}")
+    at_least_zero("timeout_s", timeout_s, unit="seconds")
     clock = clock or SystemClock()
     sleep = sleep or clock.sleep
     deadline_ns = clock.now_ns() + int(timeout_s * NS_PER_S)

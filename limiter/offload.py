@@ -56,15 +56,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import at_least_zero, finite, positive
 from .clock import NS_PER_S, Clock, SystemClock, seconds_to_ns
 
 __all__ = ["OffloadThrottle", "OffloadStats", "ReadTicket", "ThrottledReader", "throttled_chunks"]
 
 
 def _limit(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"bytes_per_s must be a finite number (> 0 limits, <= 0 turns the limit off), got {value!r}")
-    return float(value)
+    return float(finite("bytes_per_s", value, rule=" (> 0 limits, <= 0 turns the limit off)"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +94,7 @@ class OffloadThrottle:
     """A broker-wide bytes/s flow-permit limit for offload reads (PIP-211; see the module essay)."""
 
     def __init__(self, bytes_per_s: float, window_s: float = 1.0, clock: Clock | None = None):
-        if isinstance(window_s, bool) or not isinstance(window_s, int | float) or not math.isfinite(window_s) \
-                or window_s <= 0:
-            raise ValueError(f"window_s must be a finite number of seconds > 0, got {window_s!r}")
+        positive("window_s", window_s, unit="seconds")
         self.clock = clock or SystemClock()
         self._bytes_per_s = _limit(bytes_per_s)
         self._window_ns = seconds_to_ns(window_s)
@@ -124,9 +121,8 @@ class OffloadThrottle:
         """Admit a read of ``entries`` entries: charge its estimate and say how long to wait first."""
         if isinstance(entries, bool) or not isinstance(entries, int) or entries < 0:
             raise ValueError(f"entries must be an integer >= 0, got {entries!r}")
-        if estimate_bytes is not None and (isinstance(estimate_bytes, bool) or not isinstance(estimate_bytes, int | float)
-                                           or not math.isfinite(estimate_bytes) or estimate_bytes < 0):
-            raise ValueError(f"estimate_bytes must be a finite number >= 0 or None, got {estimate_bytes!r}")
+        if estimate_bytes is not None:
+            at_least_zero("estimate_bytes", estimate_bytes, rule=" or None")
         with self._lock:
             now = self._roll()
             delay_ns = self._wait_ns(now)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .checks import at_least_zero, positive
+
 __all__ = ["Level", "Rate", "PolicyError", "resolve", "UNLIMITED"]
 
 UNLIMITED = -1
@@ -74,9 +76,7 @@ class Rate:
     def __post_init__(self) -> None:
         check_limit("msgs", self.msgs)
         check_limit("bytes", self.bytes)
-        if isinstance(self.period_s, bool) or not isinstance(self.period_s, int | float) \
-                or not math.isfinite(self.period_s) or self.period_s <= 0:
-            raise PolicyError(f"period_s must be a finite number of seconds > 0, got {self.period_s!r}")
+        positive("period_s", self.period_s, unit="seconds", error=PolicyError)
 
     @classmethod
     def unlimited(cls) -> Rate:
@@ -102,8 +102,7 @@ class Rate:
 
     def scaled(self, factor: float) -> Rate:
         """The same limit times ``factor`` (a local share of a shared limit); unlimited stays unlimited."""
-        if not (math.isfinite(factor) and factor >= 0):
-            raise PolicyError(f"a share factor must be a finite number >= 0, got {factor!r}")
+        at_least_zero("a share factor", factor, error=PolicyError)
         return Rate(
             self.msgs * factor if self.msgs_limited else UNLIMITED,
             self.bytes * factor if self.bytes_limited else UNLIMITED,

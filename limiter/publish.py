@@ -38,7 +38,6 @@ when the bucket holds any token (else a send larger than the bucket would wait f
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from collections import deque
@@ -47,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .bucket import DEFAULT_RESOLUTION_S, AsyncTokenBucket
+from .checks import positive
 from .clock import NS_PER_S, Clock, Scheduler, SystemClock, TimerHandle, scheduler_for
 from .counter import ExactCounter
 from .policy import Level, Rate
@@ -289,8 +289,8 @@ class PublishRateLimiter:
         """Change the limit live. Raised or removed: every queued producer is unthrottled at once.
         ``burst_s``: the buckets hold that many seconds of the rate (None: one period, capacity = limit);
         ``capacity``: (msgs, bytes) the buckets hold instead, whatever the rate -- a pool filled by ``deposit``."""
-        if burst_s is not None and not (isinstance(burst_s, int | float) and math.isfinite(burst_s) and burst_s > 0):
-            raise ValueError(f"burst_s must be a finite number of seconds > 0, or None (one period); got {burst_s!r}")
+        if burst_s is not None:
+            positive("burst_s", burst_s, unit="seconds", rule=", or None (one period)")
         with self._lock:
             old, self._rate = self._rate, rate
             self._burst_s = burst_s

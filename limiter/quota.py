@@ -70,6 +70,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
+from .checks import at_least_zero, finite, positive
 from .policy import UNLIMITED, PolicyError
 
 __all__ = [
@@ -97,28 +98,8 @@ class Strategy(StrEnum):
 DEFAULT_STRATEGY = Strategy.FAIR
 
 
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return value
-
-
-def _amount(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
-
-
 def _limit(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise PolicyError(f"{name} must be a finite number (> 0, or <= 0 e.g. -1 for unlimited), got {value!r}")
-    return value
-
-
-def _min_share(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"min_share must be a finite number > 0 (a quota of 0 would mean unlimited), got {value!r}")
-    return value
+    return finite(name, value, rule=" (> 0, or <= 0 e.g. -1 for unlimited)", error=PolicyError)
 
 
 def _proportional(configured: float, my: float, total: float) -> float:
@@ -135,10 +116,10 @@ def compute_local_quota(configured: float, my_usage: float,
     every participant's (a mapping's values, or any iterable of numbers), or one element holding the global total
     (Pulsar's call). Returns ``UNLIMITED`` (-1) when ``configured <= 0``."""
     _limit("configured", configured)
-    _amount("my_usage", my_usage)
+    at_least_zero("my_usage", my_usage)
     values = list(all_usages.values() if isinstance(all_usages, Mapping) else all_usages)
     for v in values:
-        _amount("every usage in all_usages", v)
+        at_least_zero("every usage in all_usages", v)
     total = math.fsum(values)
     if my_usage > total:
         raise ValueError(f"my_usage ({my_usage!r}) is part of the total, so it must be <= sum(all_usages) "
@@ -163,11 +144,11 @@ def allocate_fair(capacity: float, demands: Mapping[Hashable, float], min_share:
     Every quota is > 0 and >= ``min(min_share, capacity / n)`` less ``ulp(capacity)``; any sum of them, in any
     order, is <= capacity (and equal up to a few ulps). ``capacity <= 0`` (unlimited) gives everyone ``UNLIMITED``."""
     _limit("capacity", capacity)
-    _min_share(min_share)
+    positive("min_share", min_share, rule=" (a quota of 0 would mean unlimited)")
     if not isinstance(demands, Mapping):
         raise TypeError(f"demands must be a mapping participant -> demand, got {type(demands).__name__}")
     for p, d in demands.items():
-        _amount(f"demand of participant {p!r}", d)
+        at_least_zero(f"demand of participant {p!r}", d)
     if capacity <= 0:
         return {p: UNLIMITED for p in demands}
     n = len(demands)
@@ -202,7 +183,7 @@ def need_to_report(bytes: float, last_bytes: float, msgs: float, last_msgs: floa
     """True if this round's usage must be reported (changed beyond tolerance, or the mandatory round is due)."""
     for name, v in (("bytes", bytes), ("last_bytes", last_bytes), ("msgs", msgs), ("last_msgs", last_msgs),
                     ("tolerance_pct", tolerance_pct)):
-        _amount(name, v)
+        at_least_zero(name, v)
     for name, v, low in (("rounds_since_report", rounds_since_report, 0), ("max_rounds", max_rounds, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
@@ -220,7 +201,7 @@ def local_quotas(strategy: Strategy | str, configured: float, usages: Mapping[Ha
     if not isinstance(usages, Mapping) or not (demands is None or isinstance(demands, Mapping)):
         raise TypeError("usages and demands must be mappings participant -> number")
     for p, u in usages.items():
-        _amount(f"usage of participant {p!r}", u)
+        at_least_zero(f"usage of participant {p!r}", u)
     if demands is not None and demands.keys() != usages.keys():
         raise ValueError(f"demands and usages must name the same participants: only in usages "
                          f"{sorted(map(repr, usages.keys() - demands.keys()))}, only in demands "
@@ -231,5 +212,5 @@ def local_quotas(strategy: Strategy | str, configured: float, usages: Mapping[Ha
     if demands is None:
         return allocate_fair(configured, usages, min_share)
     for p, d in demands.items():
-        _amount(f"demand of participant {p!r}", d)
+        at_least_zero(f"demand of participant {p!r}", d)
     return allocate_fair(configured, {p: max(demands[p], u) for p, u in usages.items()}, min_share)
