@@ -86,7 +86,7 @@ class _Sim:
 
     def join(self, demand: float) -> dict[str, Any]:
         i = len(self.members)
-        cfg = RuntimeConfig(url="in-process", report_interval_s=INTERVAL_S)
+        cfg = RuntimeConfig(url="http://in-process", report_interval_s=INTERVAL_S)
         p = Participant(cfg, identity=Identity("bench", str(i), "sim", i, f"p{i}"), clock=self.clock,
                         client=self.relay, start=False, wall_s=self.clock.now_s)
         p.report_now()

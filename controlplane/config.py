@@ -9,32 +9,71 @@ THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL; tokens come from THROTTLESCOP
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Annotated, Any
 
-MIN_INTERVAL_S = 0.05
-MAX_INTERVAL_S = 3600.0
+from pydantic import BeforeValidator
+
+from protocol.settings import (
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    ConfigError,
+    EnvSettings,
+    IntervalSeconds,
+    switch,
+)
+
+__all__ = ["Settings", "ConfigError", "parse_settings", "package_version", "MIN_INTERVAL_S", "MAX_INTERVAL_S",
+           "MAX_BODY_BYTES", "MAX_JSON_DEPTH", "LOG_LEVELS"]
+
 MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 32
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-class ConfigError(ValueError):
-    """A setting out of range; the message names it and says what is allowed."""
+def _port(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"must be an integer port number 1..65535, got {value!r}")
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be an integer port number 1..65535, got {value!r}") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"must be a port number 1..65535, got {port}")
+    return port
 
 
-@dataclass(frozen=True)
-class Settings:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    data_dir: Path = Path("./data")
-    report_interval_s: float = 1.0
-    open_reads: bool = False
-    log_level: str = "info"
+def _host(value: Any) -> str:
+    text = str(value)
+    if not text or any(c.isspace() for c in text) or len(text) > 253:
+        raise ValueError(f"must be a host name or IP address, got {text!r}")
+    return text
+
+
+def _directory(value: Any) -> Path:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must be a directory path, got an empty string")
+    return Path(value)
+
+
+def _log_level(value: Any) -> str:
+    if str(value).lower() not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return str(value).lower()
+
+
+class Settings(EnvSettings):
+    blank_is_unset = False   # THROTTLESCOPE_HOST= is a mistake to name, not "the default"
+
+    host: Annotated[str, BeforeValidator(_host)] = "127.0.0.1"
+    port: Annotated[int, BeforeValidator(_port)] = 8000
+    data_dir: Annotated[Path, BeforeValidator(_directory)] = Path("./data")
+    report_interval_s: IntervalSeconds = 1.0
+    open_reads: switch() = False
+    log_level: Annotated[str, BeforeValidator(_log_level)] = "info"
     max_body_bytes: int = MAX_BODY_BYTES
     max_json_depth: int = MAX_JSON_DEPTH
 
@@ -42,42 +81,6 @@ class Settings:
     def stale_after_s(self) -> float:
         """Participants not heard from for this long are removed; reports older than this are ignored."""
         return 2 * self.report_interval_s
-
-
-def _port(text: str, source: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise ConfigError(f"{source} must be an integer port number 1..65535, got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"{source} must be a port number 1..65535, got {port}")
-    return port
-
-
-def _interval(text: str, source: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and MIN_INTERVAL_S <= value <= MAX_INTERVAL_S):
-        raise ConfigError(
-            f"{source} must be a number of seconds {MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g}, got {text!r}")
-    return value
-
-
-def _bool(text: str, source: str) -> bool:
-    low = text.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off", ""):
-        return False
-    raise ConfigError(f"{source} must be one of 1/true/yes/on or 0/false/no/off, got {text!r}")
-
-
-def _host(text: str, source: str) -> str:
-    if not text or any(c.isspace() for c in text) or len(text) > 253:
-        raise ConfigError(f"{source} must be a host name or IP address, got {text!r}")
-    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,35 +101,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+FLAGS = {"host": "--host", "port": "--port", "data_dir": "--data-dir", "report_interval_s": "--report-interval",
+         "open_reads": "--open-reads", "log_level": "--log-level"}
+
+
 def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Flags win over environment variables, which win over defaults. Raises ConfigError."""
-    env = os.environ if env is None else env
-    args = _parser().parse_args(argv)
-    defaults = Settings()
-
-    def pick(flag: str | None, var: str, flag_name: str | None = None) -> tuple[str | None, str]:
-        if flag is not None:
-            return flag, flag_name or "--" + var.removeprefix("THROTTLESCOPE_").lower().replace("_", "-")
-        return env.get(var), var
-
-    host, src = pick(args.host, "THROTTLESCOPE_HOST")
-    port, psrc = pick(args.port, "THROTTLESCOPE_PORT")
-    data_dir, dsrc = pick(args.data_dir, "THROTTLESCOPE_DATA_DIR")
-    interval, isrc = pick(args.report_interval, "THROTTLESCOPE_REPORT_INTERVAL_S", "--report-interval")
-    open_reads, osrc = pick(args.open_reads, "THROTTLESCOPE_OPEN_READS")
-    level, lsrc = pick(args.log_level, "THROTTLESCOPE_LOG_LEVEL")
-    if data_dir is not None and not data_dir.strip():
-        raise ConfigError(f"{dsrc} must be a directory path, got an empty string")
-    if level is not None and level.lower() not in LOG_LEVELS:
-        raise ConfigError(f"{lsrc} must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
-    return Settings(
-        host=_host(host, src) if host is not None else defaults.host,
-        port=_port(port, psrc) if port is not None else defaults.port,
-        data_dir=Path(data_dir) if data_dir is not None else defaults.data_dir,
-        report_interval_s=_interval(interval, isrc) if interval is not None else defaults.report_interval_s,
-        open_reads=_bool(open_reads, osrc) if open_reads is not None else defaults.open_reads,
-        log_level=level.lower() if level is not None else defaults.log_level,
-    )
+    args = vars(_parser().parse_args(argv))
+    given = {field: args[flag.removeprefix("--").replace("-", "_")] for field, flag in FLAGS.items()}
+    given = {field: value for field, value in given.items() if value is not None}
+    return Settings.from_env(os.environ if env is None else env, given=given,
+                             given_as={field: FLAGS[field] for field in given})
 
 
 def package_version() -> str:

@@ -20,15 +20,21 @@ The dashboard runs beside the control plane (``make run``) or anywhere that can 
 - ``THROTTLESCOPE_DASHBOARD_REFRESH`` (seconds, default 2): how often the live parts refresh.
 
 Nothing here imports Streamlit, so a notebook can build the same ``Config`` and use ``dashboard.figures`` with it.
+The variables are read as the other processes read theirs (``protocol.settings``); a refresh period that is not a
+number of seconds 0.5..3600 falls back to the default rather than stopping the dashboard.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from protocol.settings import EnvSettings
 
 __all__ = ["Config", "load_config", "DEFAULT_URL", "DEFAULT_REFRESH_S", "REFRESH_CHOICES", "AUTH_MODES"]
 
@@ -59,25 +65,43 @@ def _read_token(path: Path) -> str | None:
     return text or None
 
 
-def _refresh(text: str | None) -> float:
+def _refresh(value: Any) -> float:
     try:
-        value = float(text) if text else DEFAULT_REFRESH_S
-    except ValueError:
+        number = float(value)
+    except (TypeError, ValueError):
         return DEFAULT_REFRESH_S
-    return value if math.isfinite(value) and 0.5 <= value <= 3600 else DEFAULT_REFRESH_S
+    return number if math.isfinite(number) and 0.5 <= number <= 3600 else DEFAULT_REFRESH_S
+
+
+def _base_url(value: Any) -> str:
+    return str(value).strip().rstrip("/")
+
+
+class _Variables(EnvSettings):
+    """The dashboard's variables as set (see the module essay)."""
+
+    url: Annotated[str, BeforeValidator(_base_url)] = DEFAULT_URL
+    admin_token: str | None = Field(None, repr=False)
+    prometheus_url: Annotated[str | None, BeforeValidator(_base_url)] = Field(None, validation_alias="PROMETHEUS_URL")
+    data_dir: Path = Path("./data")
+    refresh_s: Annotated[float, BeforeValidator(_refresh)] = Field(
+        DEFAULT_REFRESH_S, validation_alias="THROTTLESCOPE_DASHBOARD_REFRESH")
+    auth: Annotated[str, BeforeValidator(lambda v: str(v).strip().lower())] = Field(
+        "auto", validation_alias="THROTTLESCOPE_DASHBOARD_AUTH")
+    proxy_token: str | None = Field(None, repr=False, validation_alias="THROTTLESCOPE_DASHBOARD_TOKEN")
+    oidc_claim: Annotated[str, BeforeValidator(lambda v: str(v).strip())] = Field(
+        "email", validation_alias="THROTTLESCOPE_DASHBOARD_OIDC_CLAIM")
 
 
 def load_config(env: Mapping[str, str] | None = None) -> Config:
-    env = os.environ if env is None else env
-    data_dir = Path(env.get("THROTTLESCOPE_DATA_DIR") or "./data")
-    admin, source = env.get("THROTTLESCOPE_ADMIN_TOKEN") or None, "env"
+    """The dashboard's settings from ``env`` (default: the process environment); the admin token from the
+    environment, else from the control plane's ``admin.token`` file in the data dir."""
+    v = _Variables.from_env(env)
+    admin, source = v.admin_token, "env"
     if admin is None:
-        admin, source = _read_token(data_dir / "admin.token"), "file"
+        admin, source = _read_token(v.data_dir / "admin.token"), "file"
     if admin is None:
         source = "none"
-    return Config(url=(env.get("THROTTLESCOPE_URL") or DEFAULT_URL).rstrip("/"), admin_token=admin,
-                  prometheus_url=(env.get("PROMETHEUS_URL") or "").rstrip("/") or None,
-                  data_dir=data_dir, refresh_s=_refresh(env.get("THROTTLESCOPE_DASHBOARD_REFRESH")),
-                  admin_token_source=source, auth=(env.get("THROTTLESCOPE_DASHBOARD_AUTH") or "auto").strip().lower(),
-                  proxy_token=env.get("THROTTLESCOPE_DASHBOARD_TOKEN") or None,
-                  oidc_claim=(env.get("THROTTLESCOPE_DASHBOARD_OIDC_CLAIM") or "email").strip())
+    return Config(url=v.url, admin_token=admin, prometheus_url=v.prometheus_url or None, data_dir=v.data_dir,
+                  refresh_s=v.refresh_s, admin_token_source=source, auth=v.auth, proxy_token=v.proxy_token,
+                  oidc_claim=v.oidc_claim)

@@ -200,6 +200,20 @@ def test_bad_values_are_refused_with_the_variable_named(name: str, value: str) -
 
 
 @UNIT
+def test_a_config_built_in_code_reads_no_environment_and_errors_name_what_the_user_wrote(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THROTTLESCOPE_REPORT_INTERVAL_S", "7")
+    monkeypatch.setenv("THROTTLESCOPE_REPORT_TOLERANCE_PCT", "  ")          # blank: not set
+    assert RuntimeConfig().report_interval_s == 1.0
+    assert RuntimeConfig.from_env().report_interval_s == 7.0 and RuntimeConfig.from_env().tolerance_pct == 5.0
+    with pytest.raises(ConfigError, match=r"^report_interval_s must be a number of seconds 0.05..3600, got 0$"):
+        RuntimeConfig(report_interval_s=0)
+    with pytest.raises(ConfigError, match=r"^THROTTLESCOPE_REPORT_MAX_ROUNDS must be a whole number of reports "
+                                          r"1..1000, got '2.5'$"):
+        RuntimeConfig.from_env({"THROTTLESCOPE_REPORT_MAX_ROUNDS": "2.5"})
+
+
+@UNIT
 def test_bad_programmatic_values_are_refused() -> None:
     for kw in ({"report_interval_s": 0}, {"tolerance_pct": -1}, {"max_rounds": 0}, {"max_rounds": True},
                {"backoff_max_s": 0.0}):

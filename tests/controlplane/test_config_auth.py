@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from controlplane.auth import load_tokens
 from controlplane.config import ConfigError, Settings, parse_settings
@@ -112,5 +113,5 @@ def test_json_depth_is_the_real_nesting(value: object, ascii_only: bool) -> None
 
 
 def test_settings_is_frozen() -> None:
-    with pytest.raises(AttributeError):
+    with pytest.raises(ValidationError, match="frozen"):
         Settings().port = 1  # type: ignore[misc]
