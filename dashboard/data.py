@@ -39,14 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from dashboard import rates
 from metrics.catalogue import BY_NAME
-from protocol.state import (
-    BucketsState,
-    HistoryState,
-    ParticipantsState,
-    QueuesState,
-    ResourceGroupsState,
-    SharedState,
-)
+from protocol import state as answers
 
 __all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups", "shared",
            "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "whoami", "refusal",
@@ -82,9 +75,9 @@ PROMETHEUS_QUERIES = {
 # what each state endpoint answers, as the control plane declares it: every answer is read through its model, so
 # a field the two sides disagree on is a clear Unavailable here, not an empty table on a page
 STATE_MODELS: dict[str, type[BaseModel]] = {
-    "/v1/state/participants": ParticipantsState, "/v1/state/buckets": BucketsState,
-    "/v1/state/queues": QueuesState, "/v1/state/resourcegroups": ResourceGroupsState,
-    "/v1/state/history": HistoryState, "/v1/state/shared": SharedState,
+    "/v1/state/participants": answers.ParticipantsState, "/v1/state/buckets": answers.BucketsState,
+    "/v1/state/queues": answers.QueuesState, "/v1/state/resourcegroups": answers.ResourceGroupsState,
+    "/v1/state/history": answers.HistoryState, "/v1/state/shared": answers.SharedState,
 }
 
 

@@ -17,6 +17,15 @@ from tests.controlplane.conftest import free_port
 pytestmark = pytest.mark.integration
 
 
+def answer_json(handler: BaseHTTPRequestHandler, body: object) -> None:
+    raw = json.dumps(body).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(raw)))
+    handler.end_headers()
+    handler.wfile.write(raw)
+
+
 class PromStub(BaseHTTPRequestHandler):
     queries: list[str] = []
 
@@ -27,12 +36,7 @@ class PromStub(BaseHTTPRequestHandler):
         body = {"status": "success", "data": {"resultType": "matrix", "result": [
             {"metric": {"level": "topic", "kind": "publish", "name": "a/b/c"},
              "values": [[1000, value], [1001, value]]}]}}
-        raw = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        answer_json(self, body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -98,12 +102,7 @@ class StateStub(BaseHTTPRequestHandler):
                 "totals": []}     # no reportedAt
         if urlsplit(self.path).path == "/v1/state/queues":
             body = {"queues": [], "extra": "ignored by a lenient model"}
-        raw = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        answer_json(self, body)
 
     def log_message(self, *args: object) -> None:
         pass
