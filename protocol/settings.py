@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BeforeValidator, ValidationError
 from pydantic.fields import FieldInfo
@@ -92,7 +92,7 @@ def _env_name(name: str, field: FieldInfo) -> str:
 
 
 class _Environment(PydanticBaseSettingsSource):
-    """The variables of ``env`` that name a field of the model (blank ones are not set)."""
+    """The variables of ``env`` that name a field of the model (blank ones not set, if the model says so)."""
 
     def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str], blank_is_unset: bool):
         super().__init__(settings_cls)
@@ -142,8 +142,6 @@ class EnvSettings(BaseSettings):
     """A process's settings (see the module essay). Subclasses declare fields; frozen once built."""
 
     model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-    # functions checking the built settings as a whole, each returning the problem or None
-    cross_checks: ClassVar[tuple[Callable[[Any], str | None], ...]] = ()
     # a blank variable is not set (the participant's rule); False: it is a value, checked like any other
     blank_is_unset: ClassVar[bool] = True
 
@@ -152,10 +150,6 @@ class EnvSettings(BaseSettings):
             super().__init__(**values)
         except ValidationError as e:
             raise ConfigError(_describe(e, type(self))) from None
-        for check in self.cross_checks:
-            problem = check(self)
-            if problem:
-                raise ConfigError(problem)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -170,13 +164,8 @@ class EnvSettings(BaseSettings):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, given: Mapping[str, Any] | None = None,
-                 given_as: Mapping[str, str] | None = None) -> Any:
+                 given_as: Mapping[str, str] | None = None) -> Self:
         """The settings from ``env`` (default: the process environment) under ``given`` values (command-line
         flags, by field name; ``given_as``: how the user wrote each, for the error)."""
         with _reading(env, given_as or {}):
             return cls(**dict(given or {}))
-
-    @classmethod
-    def variable(cls, field: str) -> str:
-        """The environment variable of ``field``."""
-        return _env_name(field, cls.model_fields[field])
