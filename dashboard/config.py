@@ -73,8 +73,9 @@ def _refresh(value: Any) -> float:
     return number if math.isfinite(number) and 0.5 <= number <= 3600 else DEFAULT_REFRESH_S
 
 
-def _base_url(value: Any) -> str:
-    return str(value).strip().rstrip("/")
+def _base_url(value: Any) -> str | None:
+    # (settings validate their defaults too: None stays None, not "None")
+    return None if value is None else str(value).strip().rstrip("/") or None
 
 
 class _Variables(EnvSettings):

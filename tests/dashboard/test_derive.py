@@ -124,6 +124,7 @@ def test_diff_applied_and_audit_rows() -> None:
 
 def test_config_from_the_environment_then_the_data_dir(tmp_path: Path) -> None:
     assert load_config({}).url == DEFAULT_URL and load_config({}).admin_token_source in ("none", "file")
+    assert load_config({}).prometheus_url is None and load_config({"PROMETHEUS_URL": " "}).prometheus_url is None
     (tmp_path / "admin.token").write_text("from-file-0123456789\n")
     cfg = load_config({"THROTTLESCOPE_DATA_DIR": str(tmp_path), "THROTTLESCOPE_URL": "http://cp:9000/",
                        "PROMETHEUS_URL": "http://prom:9090/", "THROTTLESCOPE_DASHBOARD_REFRESH": "5"})
