@@ -99,8 +99,9 @@ def queues(live: LiveState) -> QueuesState:
 def resource_groups(live: LiveState, ps: PolicySet, grants: ShareSource | None = None) -> ResourceGroupsState:
     """Per resource group, its configuration and attachments, and per direction each live participant's usage,
     demand and allocation (what ``grants``, the grant book, grants it; see ``metrics.allocation``)."""
-    keys = [limit_key("resource_group", d, name) for name in ps.resourceGroups for d in ("publish", "dispatch")]
-    used = live.usage_map(keys)
+    everyone = live.shared_usage()   # (after expiry: a silent participant is gone here too)
+    used = {key: everyone.get(key, {}) for key in
+            (limit_key("resource_group", d, name) for name in ps.resourceGroups for d in ("publish", "dispatch"))}
     book = shares(grants, used, ps)
     groups = []
     for name, rg in sorted(ps.resourceGroups.items()):

@@ -135,6 +135,8 @@ def test_resource_group_allocation_is_fair_by_demand() -> None:
     assert parts["b"]["allocation_msgs_per_s"] == pytest.approx(50)
     assert parts["a"]["allocation_bytes_per_s"] == -1     # unlimited dimension
     assert view["dispatch"]["participants"] == {}
+    clock.t += 2.5                                          # both silent for more than 2 intervals: expired
+    assert views.resource_groups(live, ps).resourceGroups[0].publish.participants == {}
 
 
 def test_history_is_bounded_and_forgets_old_limiters(monkeypatch: pytest.MonkeyPatch) -> None:
