@@ -107,9 +107,9 @@ def broker_default(ps: PolicySet, policy: str) -> PublishRate | DispatchRate:
 
 
 def applied(ps: PolicySet, policy: str, topic: str, subscription: str | None = None) -> PublishRate | DispatchRate:
-    """Pulsar's ``applied=true``: the first policy set in ``rate_candidates``, else the broker default."""
-    return next((value for _, value in ps.rate_candidates(policy, topic, subscription) if value is not None),
-                broker_default(ps, policy))
+    """Pulsar's ``applied=true``: the policy that holds it (``protocol.applicable``), else the broker default."""
+    _, _, chosen = applicable(ps, policy, topic, subscription)
+    return chosen if chosen is not None else broker_default(ps, policy)
 
 
 def _resolved(ps: PolicySet, policy: str, topic: str, subscription: str | None) -> Resolved:

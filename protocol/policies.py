@@ -28,10 +28,6 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------- policies (Pulsar-shaped)
-
-
-
 class PublishRate(LenientModel):
     """Pulsar's PublishRate: messages and bytes per ratePeriodInSecond (-1 = unlimited)."""
 

@@ -57,12 +57,15 @@ BROKER_TOTALS = {
 Candidate = PublishRate | DispatchRate | None
 
 
+def setting_number(settings: dict, name: str, default: float = -1) -> float:
+    """A numeric broker setting; ``default`` when it is missing or not a number."""
+    value = settings.get(name, default)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
 def setting_rate(settings: dict, names: tuple[str, str]) -> Rate:
     """The per-second ``Rate`` of two broker settings (msgs, bytes); a missing or non-numeric one: unlimited."""
-    def number(name: str) -> float:
-        value = settings.get(name, -1)
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else -1
-    return Rate(number(names[0]), number(names[1]), 1)
+    return Rate(setting_number(settings, names[0]), setting_number(settings, names[1]), 1)
 
 
 def applicable(ps: PolicySet, policy: str, topic: str, subscription: str | None = None
@@ -100,10 +103,6 @@ class PolicyView:
         self.settings = ps.brokerSettings
         self.default_strategy = Strategy.parse(ps.quota_strategy())
         self._warned: set[tuple] = set()
-
-    def _setting(self, name: str, default: float = -1) -> float:
-        value = self.settings.get(name, default)
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else default
 
     def _flag(self, name: str, default: bool) -> bool:
         value = self.settings.get(name, default)
@@ -162,7 +161,7 @@ class PolicyView:
     # --- per-participant settings -------------------------------------------------------------------------
 
     def offload_bytes_per_s(self) -> float:
-        return float(self._setting("managedLedgerOffloadBrokerFlowPermitsPerSecond"))
+        return float(setting_number(self.settings, "managedLedgerOffloadBrokerFlowPermitsPerSecond"))
 
     def dispatch_options(self) -> dict[str, bool]:
         precise = self._flag("preciseDispatcherFlowControl", False)
