@@ -126,11 +126,11 @@ def _reading(env: Mapping[str, str] | None, names: Mapping[str, str]) -> Iterato
 
 def _describe(e: ValidationError, model: type[BaseSettings]) -> str:
     names, from_env = _NAMES.get() or {}, _ENV.get() is not None
+    by_alias = {(f.validation_alias if isinstance(f.validation_alias, str) else n): n
+                for n, f in model.model_fields.items()}
     problems = []
     for error in e.errors():
         field = next((str(x) for x in error["loc"] if isinstance(x, str)), "")
-        by_alias = {(f.validation_alias if isinstance(f.validation_alias, str) else n): n
-                    for n, f in model.model_fields.items()}
         field = by_alias.get(field, field)
         info = model.model_fields.get(field)
         shown = names.get(field) or (_env_name(field, info) if from_env and info is not None else field)
