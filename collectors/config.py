@@ -19,6 +19,10 @@ THROTTLESCOPE_APP_ID                application id (else SPARK_APPLICATION_ID, e
                                     else 'local')
 THROTTLESCOPE_EXECUTOR_ID           executor id (else SPARK_EXECUTOR_ID, else 'executor' inside a Spark task,
                                     else 'driver')
+THROTTLESCOPE_READY_TIMEOUT_S       how long the Spark helpers' first producer in a worker waits for the first
+                                    policies before sending (default 10, 0..3600; 0: do not wait)
+THROTTLESCOPE_SHIP_LIBRARY          on the driver: ``configure()`` ships the library to the executors (default
+                                    1; 0/false/no/off when the cluster's image already has it)
 ==================================  ==========================================================================
 
 A bad value raises ``ConfigError`` naming the variable, the value and what is allowed: the first
@@ -28,57 +32,34 @@ A bad value raises ``ConfigError`` naming the variable, the value and what is al
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-from urllib.parse import urlsplit
-
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from limiter.quota import DEFAULT_MAX_ROUNDS, DEFAULT_TOLERANCE_PCT
 from protocol.settings import (
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
     PREFIX,
+    BearerToken,
     ConfigError,
+    ControlPlaneUrl,
     EnvSettings,
     IntervalSeconds,
     between,
+    switch,
     whole_between,
 )
 
 __all__ = ["ConfigError", "RuntimeConfig", "MIN_INTERVAL_S", "MAX_INTERVAL_S"]
 
 DEFAULT_INTERVAL_S = 1.0
-MAX_TOKEN = 1024
-
-
-def _url(value: Any) -> str | None:
-    text = "" if value is None else str(value).strip()
-    if not text:
-        return None
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        raise ValueError(f"must be the control plane's base URL, http(s)://host[:port][/path], got {text!r}")
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        raise ValueError(f"has an invalid port: {text!r}") from None
-    return text.rstrip("/")
-
-
-def _token(value: Any) -> str | None:
-    text = str(value) if value is not None else ""
-    if not text:
-        return None
-    if any(c.isspace() or not c.isprintable() for c in text) or len(text) > MAX_TOKEN:
-        raise ValueError(f"must be printable ASCII without spaces, at most {MAX_TOKEN} characters")
-    return text
+DEFAULT_READY_TIMEOUT_S = 10.0
 
 
 class RuntimeConfig(EnvSettings):
     """The participant's settings (the variables above); ``RuntimeConfig(...)`` takes them as keywords."""
 
-    url: Annotated[str | None, BeforeValidator(_url)] = None
-    token: Annotated[str | None, BeforeValidator(_token)] = Field(None, repr=False)
+    url: ControlPlaneUrl = None
+    token: BearerToken = Field(None, repr=False)
     report_interval_s: IntervalSeconds = DEFAULT_INTERVAL_S
     tolerance_pct: between(0, 100, "a percentage") = Field(
         DEFAULT_TOLERANCE_PCT, validation_alias=PREFIX + "REPORT_TOLERANCE_PCT")
@@ -87,6 +68,8 @@ class RuntimeConfig(EnvSettings):
     backoff_max_s: IntervalSeconds | None = None
     app_id: str | None = None
     executor_id: str | None = None
+    ready_timeout_s: between(0, MAX_INTERVAL_S, "a number of seconds") = DEFAULT_READY_TIMEOUT_S
+    ship_library: switch() = True
 
     def backoff_cap_s(self, interval_s: float) -> float:
         """The longest wait between attempts while the control plane is unreachable."""

@@ -26,24 +26,20 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .config import RuntimeConfig
+
 __all__ = ["SHIPPED_PACKAGES", "library_archive", "ship_library", "shipping_enabled"]
 
 SHIPPED_PACKAGES = ("limiter", "protocol", "collectors")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)     # zip entries carry a time: a fixed one keeps equal code byte-equal
-_OFF = {"0", "false", "no", "off"}
 
 
 def shipping_enabled(ship: bool | None) -> bool:
-    """``ship`` if given, else THROTTLESCOPE_SHIP_LIBRARY (default on); an unknown value is an error."""
+    """``ship`` if given, else THROTTLESCOPE_SHIP_LIBRARY (default on). Raises ConfigError for a bad value (or for
+    any bad participant setting in this process's environment: the driver passes them on to the executors)."""
     if ship is not None:
         return bool(ship)
-    raw = os.environ.get("THROTTLESCOPE_SHIP_LIBRARY", "1").strip().lower()
-    if raw in _OFF:
-        return False
-    if raw in {"1", "true", "yes", "on", ""}:
-        return True
-    raise ValueError(f"THROTTLESCOPE_SHIP_LIBRARY={raw!r}: use 1/true/yes/on to ship the library to the "
-                     "executors, or 0/false/no/off when the cluster's image already has it")
+    return RuntimeConfig.from_env().ship_library
 
 
 def _package_files(name: str) -> list[tuple[str, Path]]:

@@ -49,7 +49,6 @@ __all__ = ["throttle_rows", "throttle_pandas", "throttle_arrow", "throttle_forea
            "DEFAULT_BATCH_ROWS", "arrow_size_of_pandas"]
 
 DEFAULT_BATCH_ROWS = 100
-DEFAULT_READY_TIMEOUT_S = 10.0
 log = logging.getLogger(__name__)
 _ENV_PASSED = ("THROTTLESCOPE_URL", "THROTTLESCOPE_TOKEN", "THROTTLESCOPE_REPORT_INTERVAL_S", "THROTTLESCOPE_APP_ID",
                "THROTTLESCOPE_READY_TIMEOUT_S")
@@ -61,21 +60,11 @@ def _producer(topic: str, name: str | None, options: dict[str, Any]):
     runtime = participant()
     # A new Python worker knows no limits until its first report is answered; a task that started sending at
     # once would run unlimited for that long. So the first producer of a process waits (bounded) for it.
-    if not runtime.wait_ready(_ready_timeout_s()):
+    timeout_s = runtime.config.ready_timeout_s
+    if not runtime.wait_ready(timeout_s):
         log.warning("throttlescope: no answer from the control plane within %.0f s; sending under the limits "
-                    "known so far and applying the policies when they arrive", _ready_timeout_s())
+                    "known so far and applying the policies when they arrive", timeout_s)
     return runtime.producer(topic, name or f"{topic}#p{_partition_id()}", **options)
-
-
-def _ready_timeout_s() -> float:
-    text = os.environ.get("THROTTLESCOPE_READY_TIMEOUT_S", "")
-    try:
-        value = float(text) if text else DEFAULT_READY_TIMEOUT_S
-    except ValueError:
-        raise ValueError(f"THROTTLESCOPE_READY_TIMEOUT_S must be a number of seconds >= 0, got {text!r}") from None
-    if not value >= 0:
-        raise ValueError(f"THROTTLESCOPE_READY_TIMEOUT_S must be a number of seconds >= 0, got {text!r}")
-    return value
 
 
 def _partition_id() -> str:

@@ -30,7 +30,7 @@ def serve(argv: Sequence[str]) -> int:
             raise ConfigError(f"cannot create the data directory {str(settings.data_dir)!r}: {e.strerror}") from None
         if not os.access(settings.data_dir, os.W_OK | os.X_OK):
             raise ConfigError(f"the data directory {str(settings.data_dir)!r} is not writable")
-        tokens = load_tokens(settings.data_dir)
+        tokens = load_tokens(settings.data_dir, settings.admin_token, settings.token)
         import uvicorn
 
         from controlplane.app import create_app

@@ -14,14 +14,14 @@ Auth: ``/metrics`` is a read, so the guard's one rule applies (access.need): ope
 <token>``; in Prometheus, ``authorization: {type: Bearer, credentials_file: <data dir>/participant.token}`` (see
 deploy/prometheus.yml and docs/metrics.md).
 
-Per-topic labels: ``THROTTLESCOPE_METRICS_TOPIC_LABELS=0`` folds topic and subscription names into ``"*"``.
+Per-topic labels: ``THROTTLESCOPE_METRICS_TOPIC_LABELS=0`` (``Settings.metrics_topic_labels``, passed in as
+``topic_labels``) folds topic and subscription names into ``"*"``.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
@@ -29,10 +29,9 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as CONTENT_TYP
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from controlplane.api_participant import REPORT_PATH
-from controlplane.config import ConfigError
 from controlplane.state import LiveState
 from metrics.allocation import ShareSource
-from metrics.collector import ThrottlescopeCollector, topic_labels_from_env
+from metrics.collector import ThrottlescopeCollector
 from protocol import PolicySet
 
 __all__ = ["router", "install", "ReportTimer"]
@@ -67,13 +66,9 @@ class ReportTimer:
 
 
 def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet], grants: ShareSource | None = None,
-            env: Mapping[str, str] | None = None) -> ThrottlescopeCollector:
+            topic_labels: bool = True) -> ThrottlescopeCollector:
     """Add ``/metrics`` and the report timer to ``app``. Call before the guard middleware is added (so the guard
-    runs first). Raises ConfigError for a bad THROTTLESCOPE_METRICS_TOPIC_LABELS."""
-    try:
-        topic_labels = topic_labels_from_env(os.environ if env is None else env)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    runs first)."""
     collector = ThrottlescopeCollector(live, policies, topic_labels=topic_labels, grants=grants)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

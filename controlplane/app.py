@@ -114,7 +114,7 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
         app.include_router(module.router)
     # the last added runs first: guard -> report timer -> report fast path -> FastAPI's routes
     app.add_middleware(api_participant.ParticipantFastPath, ctx=app.state.ctx)
-    api_metrics.install(app, live, app.state.ctx.policies, grants)
+    api_metrics.install(app, live, app.state.ctx.policies, grants, topic_labels=settings.metrics_topic_labels)
     app.add_middleware(GuardMiddleware, directory=directory, open_reads=settings.open_reads,
                        max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
     app.openapi = _openapi(app)  # type: ignore[method-assign]

@@ -6,7 +6,8 @@ set-up:
 - the *admin* token (THROTTLESCOPE_ADMIN_TOKEN) is the principal ``admin``, the first super-user;
 - the *participant* token (THROTTLESCOPE_TOKEN) is the principal ``participant``, shared by the Spark workers.
 
-A token not given in the environment is read from its file in the data directory (``admin.token``,
+The variables are read and checked with the other settings (``config.Settings``); a token not given there is read
+from its file in the data directory (``admin.token``,
 ``participant.token``), or generated with ``secrets`` at first start, written there with mode 0600 and printed
 once to stderr, as Jupyter does. Tokens are never logged. ``principals.Directory`` turns them into principals
 (beside the ones super-users create) and ``access.py`` decides what each may do.
@@ -19,17 +20,14 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from controlplane.config import ConfigError
+from protocol.settings import ConfigError, token_problem
 
 ADMIN_TOKEN_FILE = "admin.token"
 PARTICIPANT_TOKEN_FILE = "participant.token"
-MIN_TOKEN_LEN = 16
-MAX_TOKEN_LEN = 1024
 
 
 @dataclass(frozen=True)
@@ -38,14 +36,6 @@ class Tokens:
     participant: str = field(repr=False)
 
 
-def _check_token(token: str, source: str) -> str:
-    if not MIN_TOKEN_LEN <= len(token) <= MAX_TOKEN_LEN:
-        raise ConfigError(f"{source} must be {MIN_TOKEN_LEN}..{MAX_TOKEN_LEN} characters long "
-                          f"(got {len(token)}); generate one with: python -c 'import secrets; "
-                          "print(secrets.token_urlsafe(32))'")
-    if not all(33 <= ord(c) <= 126 for c in token):
-        raise ConfigError(f"{source} must be printable ASCII without spaces")
-    return token
 
 
 def _load_or_create(path: Path, what: str, err: TextIO) -> str:
@@ -63,18 +53,20 @@ def _load_or_create(path: Path, what: str, err: TextIO) -> str:
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(path, 0o600)
         print(f"throttlescope control plane: {path} was readable by others; its mode is now 0600", file=err)
-    return _check_token(path.read_text().strip(), str(path))
+    token = path.read_text().strip()
+    problem = token_problem(token)
+    if problem:
+        raise ConfigError(f"{path} {problem}")
+    return token
 
 
-def load_tokens(data_dir: Path, env: Mapping[str, str] | None = None, err: TextIO | None = None) -> Tokens:
-    """Tokens from the environment, else from (or generated into) the data directory. Raises ConfigError."""
-    env = os.environ if env is None else env
+def load_tokens(data_dir: Path, admin: str | None = None, participant: str | None = None,
+                err: TextIO | None = None) -> Tokens:
+    """The tokens given (``Settings.admin_token``/``token``, already checked), else the ones in (or generated into)
+    the data directory. Raises ConfigError."""
     err = sys.stderr if err is None else err
-    admin_env, part_env = env.get("THROTTLESCOPE_ADMIN_TOKEN"), env.get("THROTTLESCOPE_TOKEN")
-    admin = (_check_token(admin_env, "THROTTLESCOPE_ADMIN_TOKEN") if admin_env
-             else _load_or_create(data_dir / ADMIN_TOKEN_FILE, "admin", err))
-    participant = (_check_token(part_env, "THROTTLESCOPE_TOKEN") if part_env
-                   else _load_or_create(data_dir / PARTICIPANT_TOKEN_FILE, "participant", err))
+    admin = admin or _load_or_create(data_dir / ADMIN_TOKEN_FILE, "admin", err)
+    participant = participant or _load_or_create(data_dir / PARTICIPANT_TOKEN_FILE, "participant", err)
     if hmac.compare_digest(admin.encode(), participant.encode()):
         raise ConfigError("the admin token and the participant token must differ")
     return Tokens(admin=admin, participant=participant)

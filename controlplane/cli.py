@@ -18,15 +18,16 @@ adds the principal to that tenant's ``adminRoles``, creating the tenant when it 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
+from pydantic import Field
 
 from controlplane.models import RoleName
+from protocol.settings import BearerToken, ConfigError, ControlPlaneUrl, EnvSettings
 
 __all__ = ["COMMANDS", "main"]
 
@@ -58,13 +59,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _token(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+class _Settings(EnvSettings):
+    """Where the control plane is and whose token to use: flags over the environment over the defaults."""
+
+    url: ControlPlaneUrl = "http://127.0.0.1:8000"
+    admin_token: BearerToken = Field(None, repr=False)
+    data_dir: Path = Path("./data")
+
+
+def _settings(args: argparse.Namespace, env: Mapping[str, str] | None) -> _Settings:
+    flags = {"url": args.url, "data_dir": args.data_dir}
+    return _Settings.from_env(env, given={k: v for k, v in flags.items() if v is not None},
+                              given_as={"url": "--url", "data_dir": "--data-dir"})
+
+
+def _token(args: argparse.Namespace, settings: _Settings) -> str:
     if args.token_file:
         path = Path(args.token_file)
-    elif env.get("THROTTLESCOPE_ADMIN_TOKEN"):
-        return env["THROTTLESCOPE_ADMIN_TOKEN"]
+    elif settings.admin_token:
+        return settings.admin_token
     else:
-        path = Path(args.data_dir or env.get("THROTTLESCOPE_DATA_DIR") or "./data") / "admin.token"
+        path = settings.data_dir / "admin.token"
     try:
         return path.read_text().strip()
     except OSError as e:
@@ -104,13 +119,12 @@ def _create(c: httpx.Client, args: argparse.Namespace, out: TextIO, err: TextIO)
 
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    env = os.environ if env is None else env
     out, err = out or sys.stdout, err or sys.stderr
     args = _parser().parse_args(list(argv)[1:])
-    url = (args.url or env.get("THROTTLESCOPE_URL") or "http://127.0.0.1:8000").rstrip("/")
     try:
-        headers = {"Authorization": f"Bearer {_token(args, env)}"}
-        with httpx.Client(base_url=url, headers=headers, timeout=10) as c:
+        settings = _settings(args, env)
+        headers = {"Authorization": f"Bearer {_token(args, settings)}"}
+        with httpx.Client(base_url=settings.url or "", headers=headers, timeout=10) as c:
             if args.command == "create":
                 _create(c, args, out, err)
             elif args.command == "revoke":
@@ -124,7 +138,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None, out: TextIO 
                 for p in _call(c, "GET", "/admin/v2/principals"):
                     tenants = f" admin of {','.join(p['adminOf'])}" if p["adminOf"] else ""
                     print(f"{p['name']}\t{p['role']}{tenants}{'  (revoked)' if p['revoked'] else ''}", file=out)
-    except CliError as e:
+    except (CliError, ConfigError) as e:
         print(f"throttlescope principals: {e}", file=err)
         return 1
     return 0

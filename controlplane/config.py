@@ -2,8 +2,10 @@
 
 ``python -m controlplane --host 127.0.0.1 --port 8000 --data-dir ./data`` (the defaults). Environment:
 THROTTLESCOPE_HOST, THROTTLESCOPE_PORT, THROTTLESCOPE_DATA_DIR, THROTTLESCOPE_REPORT_INTERVAL_S,
-THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL; tokens come from THROTTLESCOPE_ADMIN_TOKEN and THROTTLESCOPE_TOKEN
-(see auth.py). A value out of range stops the start with a message naming the flag or variable and what is allowed.
+THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL, THROTTLESCOPE_METRICS_TOPIC_LABELS; the bootstrap tokens
+THROTTLESCOPE_ADMIN_TOKEN and THROTTLESCOPE_TOKEN (not set: auth.py reads or makes them in the data directory).
+A value out of range stops the start with a message naming the flag or variable and what is allowed (a token's
+message never shows the token).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
 from protocol.settings import (
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
+    BearerToken,
     ConfigError,
     EnvSettings,
     IntervalSeconds,
@@ -74,6 +77,10 @@ class Settings(EnvSettings):
     report_interval_s: IntervalSeconds = 1.0
     open_reads: switch() = False
     log_level: Annotated[str, BeforeValidator(_log_level)] = "info"
+    # 0: every topic- and subscription-level name folded into name="*" in /metrics (large deployments)
+    metrics_topic_labels: switch() = True
+    admin_token: BearerToken = Field(None, repr=False)
+    token: BearerToken = Field(None, repr=False)   # the participants'
     max_body_bytes: int = MAX_BODY_BYTES
     max_json_depth: int = MAX_JSON_DEPTH
 

@@ -22,7 +22,7 @@ Conventions (after the Prometheus naming conventions):
 - bounded labels only (``LABELS``): never a pid, participant or task label. Values from many participants are
   combined at scrape time as ``Metric.across`` says (sum, min, max, count), and counters keep the totals of
   participants that left (see collector.py). Topic and subscription names can be folded into ``name="*"`` for
-  large deployments (``TOPIC_LABELS_ENV``).
+  large deployments (the control plane's THROTTLESCOPE_METRICS_TOPIC_LABELS=0).
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
-    "Metric", "CATALOGUE", "BY_NAME", "LABELS", "PREFIX", "TOPIC_LABELS_ENV", "HIDDEN_LEVELS", "FOLDED_NAME",
+    "Metric", "CATALOGUE", "BY_NAME", "LABELS", "PREFIX", "HIDDEN_LEVELS", "FOLDED_NAME",
     "REPORT_LATENCY_BUCKETS", "render_markdown", "main",
 ]
 
 PREFIX = "throttlescope_"
-TOPIC_LABELS_ENV = "THROTTLESCOPE_METRICS_TOPIC_LABELS"
 HIDDEN_LEVELS = ("topic", "subscription")  # levels whose names are folded when per-topic labels are off
 FOLDED_NAME = "*"
 REPORT_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -53,11 +53,10 @@ from metrics.catalogue import (
     FOLDED_NAME,
     HIDDEN_LEVELS,
     REPORT_LATENCY_BUCKETS,
-    TOPIC_LABELS_ENV,
 )
 from protocol import PolicySet, Report, UsageValues, limit_key, parse_limit_key
 
-__all__ = ["ThrottlescopeCollector", "ReportSource", "topic_labels_from_env", "DEPARTURE_REASONS"]
+__all__ = ["ThrottlescopeCollector", "ReportSource", "DEPARTURE_REASONS"]
 
 T = TypeVar("T")
 Labels = tuple[str, ...]
@@ -75,16 +74,6 @@ class ReportSource(Protocol):
     def read_live(self, fn: Callable[[Live], T]) -> T:
         """Call ``fn`` with (latest report, shared-limit usage held for it by limit key) of every live participant,
         under the lock the listener runs under. The usage includes values kept for suppressed entries (PIP-82)."""
-
-
-def topic_labels_from_env(env: Mapping[str, str]) -> bool:
-    raw = env.get(TOPIC_LABELS_ENV, "1").strip().lower()
-    if raw in ("1", "true", "yes", "on", ""):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{TOPIC_LABELS_ENV} must be 1 (one series per topic and subscription, the default) or 0 "
-                     f"(topics and subscriptions folded into name=\"*\"), got {raw!r}")
 
 
 def _grow(partials: list[float], x: float) -> None:

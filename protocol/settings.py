@@ -21,18 +21,22 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, Self
+from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = ["ConfigError", "EnvSettings", "between", "whole_between", "switch", "PREFIX", "MIN_INTERVAL_S",
-           "MAX_INTERVAL_S", "IntervalSeconds"]
+           "MAX_INTERVAL_S", "IntervalSeconds", "BearerToken", "ControlPlaneUrl", "token_problem", "MIN_TOKEN_LEN", "MAX_TOKEN_LEN"]
 
 PREFIX = "THROTTLESCOPE_"
 # the report interval, as the control plane tells it and a participant accepts it
 MIN_INTERVAL_S = 0.05
 MAX_INTERVAL_S = 3600.0
+# a bearer token, as the control plane accepts one (its generated tokens are 43 characters)
+MIN_TOKEN_LEN = 16
+MAX_TOKEN_LEN = 1024
 _ENV: ContextVar[Mapping[str, str] | None] = ContextVar("throttlescope_settings_env", default=None)
 _NAMES: ContextVar[Mapping[str, str] | None] = ContextVar("throttlescope_settings_names", default=None)
 
@@ -84,6 +88,48 @@ def switch() -> Any:
             return word in _ON
         raise ValueError(f"must be one of {'/'.join(_ON)} or {'/'.join(_OFF)}, got {value!r}")
     return Annotated[bool, BeforeValidator(check)]
+
+
+def token_problem(token: str) -> str | None:
+    """What is wrong with a bearer token, in words that never show it; None if nothing is."""
+    if not all(33 <= ord(c) <= 126 for c in token):
+        return "must be printable ASCII without spaces"
+    if not MIN_TOKEN_LEN <= len(token) <= MAX_TOKEN_LEN:
+        return (f"must be {MIN_TOKEN_LEN}..{MAX_TOKEN_LEN} characters long (got {len(token)}); generate one with: "
+                "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    return None
+
+
+def _bearer_token(value: Any) -> str | None:
+    text = "" if value is None else str(value)
+    if not text.strip():
+        return None          # not set
+    problem = token_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+# Optional; blank is unset. Declare it with ``Field(None, repr=False)``: a token is never shown.
+BearerToken = Annotated[str | None, BeforeValidator(_bearer_token)]
+
+
+def _control_plane_url(value: Any) -> str | None:
+    text = "" if value is None else str(value).strip()
+    if not text:
+        return None
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f"must be the control plane's base URL, http(s)://host[:port][/path], got {text!r}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ValueError(f"has an invalid port: {text!r}") from None
+    return text.rstrip("/")
+
+
+# Optional; blank is unset; a trailing slash dropped.
+ControlPlaneUrl = Annotated[str | None, BeforeValidator(_control_plane_url)]
 
 
 def _env_name(name: str, field: FieldInfo) -> str:

@@ -41,16 +41,14 @@ __all__ = ["ready_participant", "task_info", "TaskInfo", "Deadline", "atomic_wri
            "atomic_write_text", "summarize", "format_summary", "rate_between", "steady_rate", "split_evenly",
            "positive", "optional_positive", "spark_session", "visible_files"]
 
-READY_TIMEOUT_S = 10.0
-
-
-def ready_participant(timeout_s: float = READY_TIMEOUT_S, refresh: bool = True) -> Any:
-    """This worker's participant, with the control plane's current policies applied (bounded wait)."""
+def ready_participant(timeout_s: float | None = None, refresh: bool = True) -> Any:
+    """This worker's participant, with the control plane's current policies applied (bounded wait: ``timeout_s``,
+    else its THROTTLESCOPE_READY_TIMEOUT_S)."""
     from collectors.runtime import participant
 
     p = participant()
     if p.reporter is not None:
-        p.wait_ready(timeout_s)
+        p.wait_ready(p.config.ready_timeout_s if timeout_s is None else timeout_s)
         if refresh:
             p.report_now()
     return p

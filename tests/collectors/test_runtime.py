@@ -175,12 +175,12 @@ def test_identity_from_the_environment_and_defaults() -> None:
 def test_configuration_from_the_environment() -> None:
     assert RuntimeConfig.from_env({}) == RuntimeConfig()
     assert RuntimeConfig.from_env({}).url is None
-    cfg = RuntimeConfig.from_env({"THROTTLESCOPE_URL": "https://cp.example:8443/base/", "THROTTLESCOPE_TOKEN": "t0k",
+    cfg = RuntimeConfig.from_env({"THROTTLESCOPE_URL": "https://cp.example:8443/base/", "THROTTLESCOPE_TOKEN": "t0ken-of-16-chars",
                                   "THROTTLESCOPE_REPORT_INTERVAL_S": "0.25", "THROTTLESCOPE_REPORT_TOLERANCE_PCT": "10",
                                   "THROTTLESCOPE_REPORT_MAX_ROUNDS": "3", "THROTTLESCOPE_BACKOFF_MAX_S": "4"})
     assert (cfg.url, cfg.token, cfg.report_interval_s, cfg.tolerance_pct, cfg.max_rounds) == (
-        "https://cp.example:8443/base", "t0k", 0.25, 10.0, 3)
-    assert cfg.backoff_cap_s(0.25) == 4 and "t0k" not in repr(cfg)
+        "https://cp.example:8443/base", "t0ken-of-16-chars", 0.25, 10.0, 3)
+    assert cfg.backoff_cap_s(0.25) == 4 and "t0ken-of-16-chars" not in repr(cfg)
     assert RuntimeConfig().backoff_cap_s(0.25) == 2.5 and RuntimeConfig().backoff_cap_s(10) == 30
 
 
@@ -192,6 +192,7 @@ def test_configuration_from_the_environment() -> None:
     ("THROTTLESCOPE_BACKOFF_MAX_S", "inf"), ("THROTTLESCOPE_URL", "ftp://cp:21"), ("THROTTLESCOPE_URL", "http://"),
     ("THROTTLESCOPE_URL", "http://cp:99999"), ("THROTTLESCOPE_URL", "cp.example:8000"),
     ("THROTTLESCOPE_TOKEN", "has space"),
+    ("THROTTLESCOPE_TOKEN", "short"), ("THROTTLESCOPE_READY_TIMEOUT_S", "-1"), ("THROTTLESCOPE_SHIP_LIBRARY", "2"),
 ])
 @UNIT
 def test_bad_values_are_refused_with_the_variable_named(name: str, value: str) -> None:

@@ -198,6 +198,10 @@ def test_a_revoked_token_is_refused_from_the_very_next_request(start_cp: Any) ->
     entries = admin.get("/admin/v2/audit").json()["entries"]
     assert [(e["actor"], e["method"], e["endpoint"]) for e in entries[:2]] == [
         ("admin", "DELETE", "/admin/v2/principals/ana"), ("ana", "PUT", "/admin/v2/namespaces/acme/web/publishRate")]
+    bad = cli("--url", "cp.example:8000", "list")      # (the last --url wins)
+    assert bad.returncode == 1 and bad.stderr.strip() == (
+        "throttlescope principals: --url must be the control plane's base URL, http(s)://host[:port][/path], "
+        "got 'cp.example:8000'")
     listed = cli("list")
     assert "ana\ttenant-admin admin of acme  (revoked)" in listed.stdout and "admin\tsuper-user" in listed.stdout
     again = cli("revoke", "ana")

@@ -46,6 +46,10 @@ def test_env_then_flags_win() -> None:
     (["--host", "a b"], {}, "--host must be a host name"),
     (["--log-level", "loud"], {}, "--log-level must be one of"),
     ([], {"THROTTLESCOPE_DATA_DIR": " "}, "THROTTLESCOPE_DATA_DIR must be a directory"),
+    ([], {"THROTTLESCOPE_METRICS_TOPIC_LABELS": "maybe"},
+     "THROTTLESCOPE_METRICS_TOPIC_LABELS must be one of 1/true/yes/on or 0/false/no/off, got 'maybe'"),
+    ([], {"THROTTLESCOPE_ADMIN_TOKEN": "short"}, "THROTTLESCOPE_ADMIN_TOKEN must be 16..1024 characters long (got 5)"),
+    ([], {"THROTTLESCOPE_TOKEN": "p" * 15 + " "}, "THROTTLESCOPE_TOKEN must be printable ASCII without spaces"),
 ])
 def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -55,14 +59,14 @@ def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, st
 
 def test_tokens_generated_once_with_mode_0600(tmp_path: Path) -> None:
     err = io.StringIO()
-    t1 = load_tokens(tmp_path, env={}, err=err)
+    t1 = load_tokens(tmp_path, err=err)
     assert t1.admin != t1.participant and len(t1.admin) >= 32
     for name in ("admin.token", "participant.token"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
     printed = err.getvalue()
     assert printed.count(t1.admin) == 1 and printed.count(t1.participant) == 1
     err2 = io.StringIO()
-    t2 = load_tokens(tmp_path, env={}, err=err2)
+    t2 = load_tokens(tmp_path, err=err2)
     assert (t2.admin, t2.participant) == (t1.admin, t1.participant)
     assert t1.admin not in err2.getvalue() and t1.participant not in err2.getvalue()
     assert t1.admin not in repr(t1)
@@ -71,17 +75,36 @@ def test_tokens_generated_once_with_mode_0600(tmp_path: Path) -> None:
 def test_loose_token_file_is_tightened(tmp_path: Path) -> None:
     (tmp_path / "admin.token").write_text("a" * 20 + "\n")
     (tmp_path / "admin.token").chmod(0o644)
-    tokens = load_tokens(tmp_path, env={"THROTTLESCOPE_TOKEN": "p" * 20}, err=io.StringIO())
+    tokens = load_tokens(tmp_path, participant="p" * 20, err=io.StringIO())
     assert tokens.admin == "a" * 20
     assert stat.S_IMODE((tmp_path / "admin.token").stat().st_mode) == 0o600
 
 
-def test_env_tokens_are_checked(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="THROTTLESCOPE_ADMIN_TOKEN must be 16"):
-        load_tokens(tmp_path, env={"THROTTLESCOPE_ADMIN_TOKEN": "short"})
+def test_tokens_and_topic_labels_are_settings(tmp_path: Path) -> None:
+    s = parse_settings([], env={})
+    assert (s.admin_token, s.token, s.metrics_topic_labels) == (None, None, True)
+    env = {"THROTTLESCOPE_ADMIN_TOKEN": "a" * 16, "THROTTLESCOPE_TOKEN": " ",   # blank: not set (the file then)
+           "THROTTLESCOPE_METRICS_TOPIC_LABELS": "off"}
+    s = parse_settings([], env=env)
+    assert (s.admin_token, s.token, s.metrics_topic_labels) == ("a" * 16, None, False)
+    assert "a" * 16 not in repr(s)
+    with pytest.raises(ConfigError) as e:
+        parse_settings([], env={"THROTTLESCOPE_ADMIN_TOKEN": "secret-but-short"[:10]})
+    assert "secret-but" not in str(e.value)   # a bad token's message never shows it
+
+
+def test_given_tokens_are_used_and_must_differ(tmp_path: Path) -> None:
+    tokens = load_tokens(tmp_path, admin="a" * 16, participant="p" * 16)
+    assert (tokens.admin, tokens.participant) == ("a" * 16, "p" * 16)
     with pytest.raises(ConfigError, match="must differ"):
-        load_tokens(tmp_path, env={"THROTTLESCOPE_ADMIN_TOKEN": "x" * 16, "THROTTLESCOPE_TOKEN": "x" * 16})
+        load_tokens(tmp_path, admin="x" * 16, participant="x" * 16)
     assert not (tmp_path / "admin.token").exists()
+
+
+def test_a_bad_token_file_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "admin.token").write_text("short\n")
+    with pytest.raises(ConfigError, match=r"admin.token must be 16..1024 characters long \(got 5\)"):
+        load_tokens(tmp_path, participant="p" * 16, err=io.StringIO())
 
 
 def test_json_depth() -> None:

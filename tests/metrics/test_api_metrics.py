@@ -80,7 +80,7 @@ def test_topic_labels_switched_off(start_cp) -> None:
 
 
 def test_a_bad_topic_labels_setting_stops_the_start(start_cp) -> None:
-    with pytest.raises(RuntimeError, match="THROTTLESCOPE_METRICS_TOPIC_LABELS must be 1"):
+    with pytest.raises(RuntimeError, match="THROTTLESCOPE_METRICS_TOPIC_LABELS must be one of 1/true/yes/on or 0/false/no/off, got 'sometimes'"):
         start_cp(env={"THROTTLESCOPE_METRICS_TOPIC_LABELS": "sometimes"})
 
 

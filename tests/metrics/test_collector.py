@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from controlplane.grants import GrantBook
 from limiter import ManualClock
 from metrics.catalogue import BY_NAME, CATALOGUE, PREFIX
-from metrics.collector import topic_labels_from_env
 from protocol import GrantAsk, PolicySet, ResourceGroup, limit_key
 
 from .conftest import Env, bucket, counters, report
@@ -270,14 +269,3 @@ def test_every_family_is_the_catalogue_entry_with_bounded_labels(make_env) -> No
             assert set(sample.labels) - {"le"} == set(spec.labels)
             assert not {"pid", "participant", "participant_id", "task", "host"} & set(sample.labels)
         assert spec.name.startswith((PREFIX, "brk_ledgeroffloader_"))
-
-
-@pytest.mark.parametrize(("raw", "expected"), [({}, True), ({"THROTTLESCOPE_METRICS_TOPIC_LABELS": "0"}, False),
-                                               ({"THROTTLESCOPE_METRICS_TOPIC_LABELS": "on"}, True)])
-def test_topic_labels_setting(raw: dict[str, str], expected: bool) -> None:
-    assert topic_labels_from_env(raw) is expected
-
-
-def test_a_bad_topic_labels_setting_says_what_is_allowed() -> None:
-    with pytest.raises(ValueError, match=r"THROTTLESCOPE_METRICS_TOPIC_LABELS must be 1 .* or 0 .*got 'maybe'"):
-        topic_labels_from_env({"THROTTLESCOPE_METRICS_TOPIC_LABELS": "maybe"})

@@ -152,7 +152,7 @@ CONTROLPLANE: list[tuple[list[str], dict[str, str], str]] = [
     ([], {"THROTTLESCOPE_PORT": "65536"}, "THROTTLESCOPE_PORT must be a port number 1..65535"),
     ([], {"THROTTLESCOPE_TOKEN": ADMIN}, "the admin token and the participant token must differ"),
     ([], {"THROTTLESCOPE_TOKEN": "has a space in it, too long"}, "THROTTLESCOPE_TOKEN must be printable ASCII"),
-    ([], {"THROTTLESCOPE_METRICS_TOPIC_LABELS": "sometimes"}, "THROTTLESCOPE_METRICS_TOPIC_LABELS must be 1"),
+    ([], {"THROTTLESCOPE_METRICS_TOPIC_LABELS": "sometimes"}, "THROTTLESCOPE_METRICS_TOPIC_LABELS must be one of 1/"),
 ]
 
 
