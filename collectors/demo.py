@@ -47,6 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import Field
+
+from protocol.settings import BearerToken, ConfigError, ControlPlaneUrl, EnvSettings
 
 from .jobs.publish import DEMO_TOPICS, PublishConfig, run_publish
 
@@ -82,10 +85,20 @@ SEED: list[tuple[str, str, dict[str, Any] | None]] = [
 ]
 
 
-def _token(name: str, data_dir: Path, file: str, deadline: float) -> str:
-    """A token from the environment, else the file the control plane writes at its first start (waited for)."""
-    if os.environ.get(name):
-        return os.environ[name]
+class _Settings(EnvSettings):
+    """The control plane and its tokens: flags over THROTTLESCOPE_* variables over the defaults."""
+
+    url: ControlPlaneUrl = "http://127.0.0.1:8000"
+    data_dir: Path = Path("./data")
+    admin_token: BearerToken = Field(None, repr=False)
+    token: BearerToken = Field(None, repr=False)
+
+
+def _token(name: str, given: str | None, data_dir: Path, file: str, deadline: float) -> str:
+    """The token given (by its variable ``name``), else the file the control plane writes at its first start
+    (waited for)."""
+    if given:
+        return given
     path = data_dir / file
     while not path.exists():
         if time.time() > deadline:
@@ -178,8 +191,8 @@ def _publish_rounds(spark: Any, work: Path, topic: str, rate_per_s: float, round
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default=os.environ.get("THROTTLESCOPE_URL", "http://127.0.0.1:8000"))
-    parser.add_argument("--data-dir", default=os.environ.get("THROTTLESCOPE_DATA_DIR", "./data"))
+    parser.add_argument("--url", help="the control plane (default: THROTTLESCOPE_URL, else http://127.0.0.1:8000)")
+    parser.add_argument("--data-dir", help="where its token files are (default: THROTTLESCOPE_DATA_DIR, else ./data)")
     parser.add_argument("--master", default=MASTER,
                         help="Spark master (default %(default)s: the tasks mostly wait on their limiters; a slot for "
                              "each topic's publish stream and for the side jobs' tasks, so none waits for a slot)")
@@ -192,18 +205,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--round-s and --duration-s must be > 0 seconds")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     log.setLevel(logging.INFO)
-    data_dir = Path(args.data_dir)
+    flags = {"url": args.url, "data_dir": args.data_dir}
+    try:
+        settings = _Settings.from_env(given={k: v for k, v in flags.items() if v is not None},
+                                      given_as={"url": "--url", "data_dir": "--data-dir"})
+    except ConfigError as e:
+        parser.error(str(e))
+    url, data_dir = settings.url or "", settings.data_dir
     deadline = time.time() + args.startup_timeout_s
-    wait_healthy(args.url, args.startup_timeout_s)
-    admin_token = _token("THROTTLESCOPE_ADMIN_TOKEN", data_dir, "admin.token", deadline)
-    token = _token("THROTTLESCOPE_TOKEN", data_dir, "participant.token", deadline)
-    with httpx.Client(base_url=args.url, headers={"Authorization": f"Bearer {admin_token}"}, timeout=10) as admin:
+    wait_healthy(url, args.startup_timeout_s)
+    admin_token = _token("THROTTLESCOPE_ADMIN_TOKEN", settings.admin_token, data_dir, "admin.token", deadline)
+    token = _token("THROTTLESCOPE_TOKEN", settings.token, data_dir, "participant.token", deadline)
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin_token}"}, timeout=10) as admin:
         log.info("demo: %s", "seeded the demo limits" if seed(admin) else "limits already configured; kept")
-    os.environ.update(THROTTLESCOPE_URL=args.url, THROTTLESCOPE_TOKEN=token)
+    os.environ.update(THROTTLESCOPE_URL=url, THROTTLESCOPE_TOKEN=token)
 
     from .jobs.common import spark_session
 
-    spark = spark_session(args.master, "throttlescope-demo", args.url, token,
+    spark = spark_session(args.master, "throttlescope-demo", url, token,
                           conf={"spark.scheduler.mode": "FAIR"})   # each driver thread's pool gets its turn
     work = data_dir / "demo"
     stop = threading.Event()
