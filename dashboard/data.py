@@ -13,10 +13,13 @@ the same everywhere:
 - changes (``send``) are never cached or retried; they return an ``Outcome`` with the control plane's
   ``{"reason"}`` when it refuses, and the new policy version (the ``X-Policy-Version`` header) when it accepts;
   an accepted change clears the read cache so the next render shows it;
+- every ``/v1/state/*`` answer is returned as its ``protocol.state`` model (``STATE_MODELS``), not as its JSON:
+  the derivations read attributes, so a field renamed on either side fails here (an ``Unavailable``) or where
+  it is read (an AttributeError a test sees), never as a silently empty table;
 - history comes from the control plane's in-memory ring (15 minutes at report resolution), its rates taken over
   a span of several reports (``rates``: one interval's rate zigzags with report jitter), or from Prometheus
-  with the same shape when ``Conn.prometheus_url`` is set; if Prometheus fails the control plane answers and
-  the result says so (``source``).
+  when ``Conn.prometheus_url`` is set; either way it is a ``History`` (the control plane's ``HistoryState``
+  and whence it came), and if Prometheus fails the control plane answers and the result says so (``source``).
 
 ``Conn`` carries the URL, the token and, for a proxy (OIDC sign-in), the principal it acts for
 (``X-Original-Principal``); they are part of each cache key, so two principals never share a cached answer. Who
@@ -30,27 +33,28 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
 import streamlit as st
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from dashboard import rates
 from metrics.catalogue import BY_NAME
 from protocol import state as answers
 
-__all__ = ["Conn", "Unavailable", "Outcome", "health", "participants", "buckets", "queues", "resource_groups", "shared",
-           "policies", "audit", "broker_values", "history", "current", "send", "clear_cache", "whoami", "refusal",
-           "TTL_S", "PROMETHEUS_QUERIES", "STATE_MODELS", "rate_path", "resource_group_path", "attachment_path",
-           "broker_setting_path", "mutation_quota_path"]
+__all__ = ["Conn", "Unavailable", "Outcome", "History", "health", "participants", "buckets", "queues",
+           "resource_groups", "shared", "policies", "audit", "broker_values", "history", "current", "send",
+           "clear_cache", "whoami", "refusal", "TTL_S", "PROMETHEUS_QUERIES", "STATE_MODELS", "rate_path",
+           "resource_group_path", "attachment_path", "broker_setting_path", "mutation_quota_path"]
 
 TTL_S = 1.0
 HISTORY_S = 900.0   # the control plane keeps this much history
 TIMEOUT = httpx.Timeout(3.0, connect=1.0)
 VERSION_HEADER = "X-Policy-Version"
 ORIGINAL_PRINCIPAL = "X-Original-Principal"
+Answer = TypeVar("Answer", bound=BaseModel)   # a state endpoint's model
 
 def _rate(metric: str) -> str:
     return f"sum by (level, kind, name) (rate({BY_NAME[metric].exposed}{{sel}}[{{w}}]))"
@@ -79,6 +83,13 @@ STATE_MODELS: dict[str, type[BaseModel]] = {
     "/v1/state/queues": answers.QueuesState, "/v1/state/resourcegroups": answers.ResourceGroupsState,
     "/v1/state/history": answers.HistoryState, "/v1/state/shared": answers.SharedState,
 }
+
+
+class History(answers.HistoryState):
+    """The history the pages draw: the control plane's shape whichever source answered, and which did."""
+
+    source: str = Field(description="'control plane', 'Prometheus', or why the control plane answered instead")
+    rateSpanSeconds: float = Field(description="The span each rate is taken over (Prometheus: its rate() window)")
 
 
 @dataclass(frozen=True)
@@ -134,7 +145,8 @@ def _reason(response: httpx.Response) -> str:
 
 def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...] = (),
            principal: str | None = None) -> Any:
-    """GET url+path; the decoded JSON (a text answer as a str), or an Unavailable."""
+    """GET url+path; a state answer as its model (``STATE_MODELS``), any other as the decoded JSON (a text
+    answer as a str), or an Unavailable."""
     try:
         response = httpx.get(url + path, params=dict(params), headers=_headers(token, principal), timeout=TIMEOUT)
     except httpx.TransportError as e:
@@ -151,7 +163,7 @@ def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any]
     if model is None:
         return body
     try:
-        return model.model_validate(body).model_dump(mode="json")
+        return model.model_validate(body)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
@@ -189,13 +201,24 @@ def _reader(path: str, doc: str) -> Callable[[Conn], dict[str, Any] | Unavailabl
     return read
 
 
-participants = _reader("/v1/state/participants", "Live and recently departed participants.")
-buckets = _reader("/v1/state/buckets", "The latest bucket snapshots per level, per participant and summed.")
-queues = _reader("/v1/state/queues", "The latest fairness-queue snapshots (head first).")
-resource_groups = _reader("/v1/state/resourcegroups", "Per resource group: configured quota, attachments, "
-                          "per-participant usage, demand and allocation.")
-shared = _reader("/v1/state/shared", "Per shared limit: the limit, each participant's demand, usage and share (fair "
-                 "rate, tokens granted in the last window), and the utilisation.")
+def _state_reader(model: type[Answer], doc: str) -> Callable[[Conn], Answer | Unavailable]:
+    """``read(conn)``: the cached answer of the state endpoint whose model is ``model``, as that model. The path
+    is looked up in ``STATE_MODELS``, so the reader's return type and the model ``_fetch`` parses with are one."""
+    [path] = [p for p, m in STATE_MODELS.items() if m is model]
+
+    def read(conn: Conn) -> Answer | Unavailable:
+        return _get(conn, path)
+    read.__doc__ = doc
+    return read
+
+
+participants = _state_reader(answers.ParticipantsState, "Live and recently departed participants.")
+buckets = _state_reader(answers.BucketsState, "The latest bucket snapshots per level, per participant and summed.")
+queues = _state_reader(answers.QueuesState, "The latest fairness-queue snapshots (head first).")
+resource_groups = _state_reader(answers.ResourceGroupsState, "Per resource group: configured quota, attachments, "
+                                "per-participant usage, demand and allocation.")
+shared = _state_reader(answers.SharedState, "Per shared limit: the limit, each participant's demand, usage and share "
+                       "(fair rate, tokens granted in the last window), and the utilisation.")
 policies = _reader("/v1/policies",
                    "The whole policy document: what every limit is set to right now, and its version.")
 broker_values = _reader("/admin/v2/brokers/configuration/runtime",
@@ -219,8 +242,8 @@ def refusal(conn: Conn, method: str, path: str) -> str | None:
 
 
 def history(conn: Conn, seconds: float = 300.0, level: str | None = None,
-            name: str | None = None) -> dict[str, Any] | Unavailable:
-    """Per limiter, points ``{t, admittedMsgsPerSecond, ..., tokensMsgs, tokensBytes}``; ``source`` says whence."""
+            name: str | None = None) -> History | Unavailable:
+    """Per limiter (``HistorySeries``), ``HistoryPoint``s of the last ``seconds``; ``source`` says whence."""
     if conn.prometheus_url:
         got = _prometheus_history(conn.prometheus_url, seconds, level, name)
         if not isinstance(got, Unavailable):
@@ -229,10 +252,12 @@ def history(conn: Conn, seconds: float = 300.0, level: str | None = None,
     params = tuple((k, v) for k, v in (("seconds", min(seconds + rates.span_s(_interval(conn)), HISTORY_S)),
                                        ("level", level), ("name", name)) if v is not None)
     got = _get(conn, "/v1/state/history", params)
-    if isinstance(got, dict):
-        got = {**rates.smoothed(got, seconds), "source": "control plane" if not conn.prometheus_url else
-               "control plane (Prometheus did not answer)"}
-    return got
+    if isinstance(got, Unavailable):
+        return got
+    shown = rates.smoothed(got, seconds)
+    return History(intervalSeconds=shown.intervalSeconds, windowSeconds=shown.windowSeconds, series=shown.series,
+                   source="control plane" if not conn.prometheus_url else "control plane (Prometheus did not answer)",
+                   rateSpanSeconds=rates.span_s(shown.intervalSeconds))
 
 
 def _interval(conn: Conn) -> float:
@@ -242,15 +267,16 @@ def _interval(conn: Conn) -> float:
 
 
 @st.cache_data(ttl=TTL_S * 2, show_spinner=False, max_entries=64)
-def _prometheus_history(prom: str, seconds: float, level: str | None, name: str | None) -> Any:
+def _prometheus_history(prom: str, seconds: float, level: str | None, name: str | None) -> History | Unavailable:
     end = time.time()
     step = max(1.0, seconds / 300)
+    window = max(2 * step, 30)
     matchers = ",".join(f'{k}="{v}"' for k, v in (("level", level), ("name", name)) if v)
-    merged: dict[tuple[str, str, str], dict[float, dict[str, Any]]] = {}
+    merged: dict[tuple[str, str, str], dict[float, dict[str, Any]]] = {}   # per limiter, per time, its fields
     for field_name, template in PROMETHEUS_QUERIES.items():
         query = (template.replace("{sel}", "{" + matchers + "}" if matchers else "")
                  .replace("{sel_in}", matchers).replace("{sep}", "," if matchers else "")
-                 .replace("{w}", f"{max(2 * step, 30):g}s"))
+                 .replace("{w}", f"{window:g}s"))
         try:
             response = httpx.get(f"{prom}/api/v1/query_range", timeout=TIMEOUT, params={
                 "query": query, "start": end - seconds, "end": end, "step": step})
@@ -266,9 +292,12 @@ def _prometheus_history(prom: str, seconds: float, level: str | None, name: str 
                 v = float(value)
                 point = merged.setdefault(key, {}).setdefault(float(t), {"t": float(t)})
                 point[field_name] = v if math.isfinite(v) else None
-    series_out = [{"level": k[0], "kind": k[1], "name": k[2], "points": [p for _, p in sorted(points.items())]}
-                  for k, points in sorted(merged.items())]
-    return {"intervalSeconds": step, "windowSeconds": seconds, "series": series_out, "source": "Prometheus"}
+    # the control plane's own models, so the pages read one shape whichever source answered
+    series = [answers.HistorySeries(level=key[0], kind=key[1], name=key[2],
+                                    points=[answers.HistoryPoint.model_validate(p) for _, p in sorted(points.items())])
+              for key, points in sorted(merged.items())]
+    return History(intervalSeconds=step, windowSeconds=seconds, series=series, source="Prometheus",
+                   rateSpanSeconds=window)
 
 
 def current(conn: Conn, path: str) -> Any:

@@ -1,13 +1,17 @@
-"""Pure transforms from control-plane documents (plain dicts) to the rows and numbers the pages show.
+"""Pure transforms from the control plane's answers to the rows and numbers the pages show.
 
 How and why
 -----------
-No Streamlit, no HTTP: every function takes the JSON the state endpoints return (``/v1/state/*``,
-``/v1/policies``, ``/admin/v2/audit``) and returns lists of dicts or numbers, so the pages stay thin and these
-rules are unit-tested on plain data. Rates come from the history the control plane derives from counter deltas
+No Streamlit, no HTTP: every function takes an answer as ``dashboard.data`` returns it -- a ``/v1/state/*``
+answer as its ``protocol.state`` model (``HistoryState``, ``BucketsState``, ...), read by attribute, and the
+policy document and audit log (``/v1/policies``, ``/admin/v2/audit``) as their JSON -- and returns lists of dicts
+(a table's rows, keyed by its column names) or numbers, so the pages stay thin and these rules are unit-tested on
+plain data. Rates come from the history the control plane derives from counter deltas
 (one point per report interval, summed over participants), each taken over a span of several reports by
 ``data.history`` (``rates``); a bucket's limit per second is its refill ``rate``
-divided by its ``period_s``, summed over the participants that hold a share of it.
+divided by its ``period_s``, summed over the participants that hold a share of it. What is read from
+``/v1/state/participants`` (freshness, offload, mutation quotas, who applied a version) is in
+``derive_participants``, the shared limits of ``/v1/state/shared`` in ``derive_shared``.
 
 Fairness: a producer's share is its part of the admitted throughput under a common limit, and Jain's index
 ``(sum x)^2 / (n * sum x^2)`` says how even the shares are (1 = equal, 1/n = one takes everything).
@@ -18,21 +22,28 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from protocol import resource_group_for, split_topic
+from protocol.state import (
+    BucketsState,
+    HistoryPoint,
+    HistorySeries,
+    HistoryState,
+    QueuesState,
+    ResourceGroupsState,
+)
 
-__all__ = ["UNLIMITED", "limit_value", "limit_text", "ago", "freshness", "label", "latest", "mean", "top_throttled", "limits_per_s", "admitted_vs_limit",
-           "bucket_rows", "queue_rows", "jain", "parents", "child_shares", "rg_rows", "offload_rows",
-           "offload_sample", "offload_points",
-           "mutation_rows", "check_limit", "LIMIT_RULE", "diff_rows", "change_text", "applied", "audit_rows",
-           "is_empty"]
+__all__ = ["UNLIMITED", "limit_value", "limit_text", "ago", "label", "Reading", "latest", "mean", "top_throttled",
+           "limits_per_s", "admitted_vs_limit", "bucket_rows", "queue_rows", "jain", "parents", "child_shares",
+           "rg_rows", "check_limit", "LIMIT_RULE", "diff_rows", "change_text", "audit_rows"]
 
 LIMIT_RULE = "a finite number >= 0, or -1 for unlimited (0 also means no limit)"
 UNLIMITED = "unlimited"
 LIMIT_FIELD = re.compile(r"Rate(In|Per)|Max\w*Rate$|PermitsPerSecond$|^quotaPerSecond$")  # a policy's limit fields
-Key = tuple[str, str, str]
+Key = tuple[str, str, str]                    # a limiter: (level, kind, name)
+Reading = Callable[[HistoryPoint], float | None]   # one field of a point, e.g. ``lambda p: p.tokensMsgs``
 
 
 def limit_value(value: Any, zero_is_unlimited: bool = True) -> float | str:
@@ -62,94 +73,80 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-def freshness(doc: dict[str, Any], now: float) -> tuple[float | None, bool, str]:
-    """(age of the newest report, stale?, "updated 2 s ago"); stale past 3 report intervals."""
-    seen = [p["lastSeen"] for p in doc.get("participants", []) + doc.get("departed", []) if "lastSeen" in p]
-    if not seen:
-        return None, False, "no report yet"
-    age = max(0.0, now - max(seen))
-    return age, age > 3 * float(doc.get("reportIntervalSeconds", 1.0)), f"updated {ago(age)}"
+def label(level: str, name: str, kind: str = "publish") -> str:
+    """A limiter as the pages name it: "topic acme/web/clicks", "resource group rg (dispatch)"."""
+    return f"{level.replace('_', ' ')} {name}" + ("" if kind == "publish" else f" ({kind})")
 
 
-def label(s: dict[str, Any]) -> str:
-    kind = "" if s.get("kind", "publish") == "publish" else f" ({s['kind']})"
-    level = str(s.get("level", "")).replace("_", " ")
-    return f"{level} {s.get('name', '')}{kind}"
-
-
-def latest(points: list[dict[str, Any]], field: str) -> float | None:
+def latest(points: Sequence[HistoryPoint], reading: Reading) -> float | None:
+    """The newest value of ``reading`` (``lambda p: p.admittedMsgsPerSecond``) that is not None."""
     for p in reversed(points):
-        if p.get(field) is not None:
-            return float(p[field])
+        value = reading(p)
+        if value is not None:
+            return value
     return None
 
 
-def mean(points: list[dict[str, Any]], field: str, last_s: float | None = None) -> float | None:
+def mean(points: Sequence[HistoryPoint], reading: Reading, last_s: float | None = None) -> float | None:
+    """The mean of ``reading`` over the points (of the last ``last_s`` seconds) where it has a value."""
     if last_s is not None and points:
-        horizon = points[-1]["t"] - last_s
-        points = [p for p in points if p["t"] > horizon]
-    values = [float(p[field]) for p in points if p.get(field) is not None]
+        horizon = points[-1].t - last_s
+        points = [p for p in points if p.t > horizon]
+    values = [v for v in map(reading, points) if v is not None]
     return math.fsum(values) / len(values) if values else None
 
 
-def top_throttled(history: dict[str, Any], n: int = 10) -> list[dict[str, Any]]:
+def top_throttled(history: HistoryState, n: int = 10) -> list[dict[str, Any]]:
     """The limiters that held producers longest over the window, most first (throttle seconds per second)."""
-    interval = float(history.get("intervalSeconds", 1.0))
     rows = []
-    for s in history.get("series", []):
-        pts = s["points"]
-        held = mean(pts, "throttleSecondsPerSecond") or 0.0
-        count = math.fsum(float(p["throttledPerSecond"]) * interval for p in pts if p.get("throttledPerSecond"))
+    for s in history.series:
+        held = mean(s.points, lambda p: p.throttleSecondsPerSecond) or 0.0
+        count = math.fsum(p.throttledPerSecond * history.intervalSeconds for p in s.points if p.throttledPerSecond)
         if held > 0 or count > 0:
-            rows.append({"target": label(s), "level": s["level"], "name": s["name"], "kind": s["kind"],
-                         "throttle s/s": round(held, 3), "throttled": round(count),
-                         "admitted msgs/s": round(latest(pts, "admittedMsgsPerSecond") or 0.0, 1)})
+            rows.append({"target": label(s.level, s.name, s.kind), "level": s.level, "name": s.name,
+                         "kind": s.kind, "throttle s/s": round(held, 3), "throttled": round(count),
+                         "admitted msgs/s": round(latest(s.points, lambda p: p.admittedMsgsPerSecond) or 0.0, 1)})
     rows.sort(key=lambda r: (-r["throttle s/s"], -r["throttled"], r["target"]))
     return rows[:n]
 
 
-def limits_per_s(buckets: dict[str, Any]) -> dict[Key, dict[str, float | None]]:
+def limits_per_s(buckets: BucketsState) -> dict[Key, dict[str, float | None]]:
     """Per limiter, its limit per second in msgs and bytes (None = unlimited), summed over participants."""
     out: dict[Key, dict[str, float | None]] = {}
-    for b in buckets.get("buckets", []):
-        entry = out.setdefault((b["level"], b["kind"], b["name"]), {"msgs": None, "bytes": None})
-        for dim in ("msgs", "bytes"):
-            snap = b.get(dim)
-            if snap and snap.get("rate", 0) > 0:
-                entry[dim] = (entry[dim] or 0.0) + snap["rate"] / snap.get("period_s", 1.0)
+    for b in buckets.buckets:
+        entry = out.setdefault((b.level, b.kind, b.name), {"msgs": None, "bytes": None})
+        for dim, snap in (("msgs", b.msgs), ("bytes", b.bytes)):
+            if snap is not None and snap.rate > 0:
+                entry[dim] = (entry[dim] or 0.0) + snap.rate / snap.period_s
     return out
 
 
-def admitted_vs_limit(history: dict[str, Any], buckets: dict[str, Any], last_s: float = 10.0) -> list[dict[str, Any]]:
+def admitted_vs_limit(history: HistoryState, buckets: BucketsState, last_s: float = 10.0) -> list[dict[str, Any]]:
     limits = limits_per_s(buckets)
     rows = []
-    for s in history.get("series", []):
-        limit = limits.get((s["level"], s["kind"], s["name"]), {}).get("msgs")
+    for s in history.series:
+        limit = limits.get((s.level, s.kind, s.name), {}).get("msgs")
         if limit is None:
             continue
-        admitted = mean(s["points"], "admittedMsgsPerSecond", last_s) or 0.0
-        rows.append({"target": label(s), "admitted msgs/s": round(admitted, 2), "limit msgs/s": round(limit, 2),
-                     "use %": round(100 * admitted / limit, 1) if limit else None})
+        admitted = mean(s.points, lambda p: p.admittedMsgsPerSecond, last_s) or 0.0
+        rows.append({"target": label(s.level, s.name, s.kind), "admitted msgs/s": round(admitted, 2),
+                     "limit msgs/s": round(limit, 2), "use %": round(100 * admitted / limit, 1) if limit else None})
     return rows
 
 
-def bucket_rows(buckets: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for t in buckets.get("totals", []):
-        m, b = t.get("msgs") or {}, t.get("bytes") or {}
-        rows.append({"level": t["level"], "kind": t["kind"], "name": t["name"], "participants": t["participants"],
-                     "msgs tokens": round(m.get("tokens", 0.0), 2), "msgs limit": limit_value(m.get("rate")),
-                     "bytes tokens": round(b.get("tokens", 0.0), 1), "bytes limit": limit_value(b.get("rate")),
-                     "in debt": m.get("tokens", 0.0) < 0 or b.get("tokens", 0.0) < 0})
-    return rows
+def bucket_rows(buckets: BucketsState) -> list[dict[str, Any]]:
+    return [{"level": t.level, "kind": t.kind, "name": t.name, "participants": t.participants,
+             "msgs tokens": round(t.msgs.tokens, 2), "msgs limit": limit_value(t.msgs.rate),
+             "bytes tokens": round(t.bytes.tokens, 1), "bytes limit": limit_value(t.bytes.rate),
+             "in debt": t.msgs.tokens < 0 or t.bytes.tokens < 0}
+            for t in buckets.totals]
 
 
-def queue_rows(queues: dict[str, Any]) -> list[dict[str, Any]]:
+def queue_rows(queues: QueuesState) -> list[dict[str, Any]]:
     """One row per waiting producer, head of each queue first (position 1 resumes next)."""
-    return [{"queue": f"{q['level'].replace('_', ' ')} {q['name']}", "participant": q["participantId"],
-             "position": i + 1, "producer": e["producer"], "waiting s": round(e["waiting_s"], 3),
-             "queue length": q["length"]}
-            for q in queues.get("queues", []) for i, e in enumerate(q.get("entries", []))]
+    return [{"queue": label(q.level, q.name), "participant": q.participantId, "position": i + 1,
+             "producer": e.producer, "waiting s": round(e.waiting_s, 3), "queue length": q.length}
+            for q in queues.queues for i, e in enumerate(q.entries)]
 
 
 def jain(values: Iterable[float]) -> float | None:
@@ -169,89 +166,47 @@ def _topic_parents(topic: str, groups: dict[str, str]) -> list[tuple[str, str]]:
     return [("tenant", tenant), ("namespace", namespace)] + ([("resource_group", found[0])] if found else [])
 
 
-def _groups(rgs: dict[str, Any] | None) -> dict[str, str]:
+def _groups(rgs: ResourceGroupsState | None) -> dict[str, str]:
     """Attached tenant, namespace or topic -> its resource group (their names never collide: 0, 1, 2 slashes)."""
     out: dict[str, str] = {}
-    for g in (rgs or {}).get("resourceGroups", []):
-        for target in (*g.get("tenants", []), *g.get("namespaces", []), *g.get("topics", [])):
-            out[target] = g["name"]
+    for g in rgs.resourceGroups if rgs is not None else []:
+        for target in (*g.tenants, *g.namespaces, *g.topics):
+            out[target] = g.name
     return out
 
 
-def parents(history: dict[str, Any], rgs: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+def _topics(history: HistoryState) -> list[HistorySeries]:
+    """The series of topics' publish limiters: each stands for the producers of one topic."""
+    return [s for s in history.series if s.level == "topic" and s.kind == "publish"]
+
+
+def parents(history: HistoryState, rgs: ResourceGroupsState | None = None) -> list[tuple[str, str]]:
     """Limits shared by two or more topics: (level, name) pairs to compare producers under."""
     count: dict[tuple[str, str], int] = {}
-    for s in history.get("series", []):
-        if s["level"] == "topic" and s["kind"] == "publish":
-            for p in _topic_parents(s["name"], _groups(rgs)):
-                count[p] = count.get(p, 0) + 1
+    groups = _groups(rgs)
+    for s in _topics(history):
+        for p in _topic_parents(s.name, groups):
+            count[p] = count.get(p, 0) + 1
     return sorted(p for p, n in count.items() if n >= 2)
 
 
-def child_shares(history: dict[str, Any], parent: tuple[str, str], rgs: dict[str, Any] | None = None,
+def child_shares(history: HistoryState, parent: tuple[str, str], rgs: ResourceGroupsState | None = None,
                  last_s: float = 60.0) -> dict[str, float]:
     """Mean admitted msgs/s of each topic (producer) under ``parent`` over the last ``last_s`` seconds."""
     groups = _groups(rgs)
-    return {s["name"]: mean(s["points"], "admittedMsgsPerSecond", last_s) or 0.0
-            for s in history.get("series", [])
-            if s["level"] == "topic" and s["kind"] == "publish" and parent in _topic_parents(s["name"], groups)}
+    return {s.name: mean(s.points, lambda p: p.admittedMsgsPerSecond, last_s) or 0.0
+            for s in _topics(history) if parent in _topic_parents(s.name, groups)}
 
 
-def rg_rows(rgs: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for g in rgs.get("resourceGroups", []):
-        for direction in ("publish", "dispatch"):
-            d = g.get(direction) or {}
-            for pid, u in d.get("participants", {}).items():
-                rows.append({"group": g["name"], "direction": direction, "participant": pid,
-                             "usage msgs/s": round(u["usage_msgs_per_s"], 2),
-                             "demand msgs/s": round(u["demand_msgs_per_s"], 2),
-                             "quota msgs/s": limit_value(round(u["allocation_msgs_per_s"], 2), False),
-                             "usage bytes/s": round(u["usage_bytes_per_s"]),
-                             "quota bytes/s": limit_value(round(u["allocation_bytes_per_s"]), False),
-                             "group quota msgs/s": limit_value(d.get("quotaMsgsPerSecond"))})
-    return rows
-
-
-def offload_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"participant": p["participantId"], "permits bytes/s": limit_value(o["limit_bytes_per_s"]),
-             "limited": o["limited_total"], "read bytes": o["read_bytes_total"],
-             "offload s": round(o["offload_time_seconds_total"], 2), "max read bytes": o["reading_max_bytes"],
-             "errors": o["errors_total"]}
-            for p in doc.get("participants", []) if (o := p.get("offload"))]
-
-
-def offload_sample(doc: dict[str, Any], now: float) -> dict[str, float] | None:
-    """One sample of every live participant's offload totals (None when none reports offload)."""
-    stats = [(p["lastSeen"], p["offload"]) for p in doc.get("participants", []) if p.get("offload")]
-    if not stats:
-        return None
-    return {"t": now, "seen": max(seen for seen, _ in stats),
-            "rate": math.fsum(o.get("rate_bytes_per_s", 0.0) for _, o in stats),
-            "read": math.fsum(o["read_bytes_total"] for _, o in stats),
-            "limited": float(sum(o["limited_total"] for _, o in stats))}
-
-
-def offload_points(samples: list[dict[str, float]]) -> list[dict[str, Any]]:
-    """History points from successive samples: read bytes/s (the participants' own window rate when they report
-    one, else the counter's growth) and limited reads per second (a counter that went down restarts)."""
-    points = []
-    for a, b in zip(samples, samples[1:], strict=False):
-        dt = b["t"] - a["t"]
-        if dt <= 0:
-            continue
-        grew = b["read"] - a["read"] if b["read"] >= a["read"] else b["read"]
-        limited = b["limited"] - a["limited"] if b["limited"] >= a["limited"] else b["limited"]
-        points.append({"t": b["t"], "admittedBytesPerSecond": b["rate"] if b["rate"] > 0 else grew / dt,
-                       "throttledPerSecond": limited / dt})
-    return points
-
-
-def mutation_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"user": m["user"], "client id": m["client_id"], "participant": p["participantId"],
-             "tokens": round(m["tokens"], 2), "rate /s": round(m["rate"], 2),
-             "throttle s": round(m["throttle_time_s"], 3)}
-            for p in doc.get("participants", []) for m in p.get("mutationQuotas", [])]
+def rg_rows(rgs: ResourceGroupsState) -> list[dict[str, Any]]:
+    return [{"group": g.name, "direction": direction, "participant": pid,
+             "usage msgs/s": round(u.usage_msgs_per_s, 2), "demand msgs/s": round(u.demand_msgs_per_s, 2),
+             "quota msgs/s": limit_value(round(u.allocation_msgs_per_s, 2), False),
+             "usage bytes/s": round(u.usage_bytes_per_s),
+             "quota bytes/s": limit_value(round(u.allocation_bytes_per_s), False),
+             "group quota msgs/s": limit_value(d.quotaMsgsPerSecond)}
+            for g in rgs.resourceGroups for direction, d in (("publish", g.publish), ("dispatch", g.dispatch))
+            for pid, u in d.participants.items()]
 
 
 def check_limit(value: Any) -> str | None:
@@ -292,22 +247,8 @@ def change_text(old: Any, new: Any) -> str:
     return f"{_show(old)} → {_show(new)}"
 
 
-def applied(doc: dict[str, Any], version: int) -> tuple[int, int, list[dict[str, Any]]]:
-    """(participants on ``version`` or later, live participants, one row each)."""
-    rows = [{"participant": p["participantId"], "host": p["host"], "applied version": p["appliedPolicyVersion"],
-             "applied": "yes" if p["appliedPolicyVersion"] >= version else "not yet",
-             "last report": ago(p.get("secondsSinceLastSeen", 0.0))} for p in doc.get("participants", [])]
-    return sum(r["applied"] == "yes" for r in rows), len(rows), rows
-
-
 def audit_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"version": e["policyVersion"], "time": e["time"], "actor": e["actor"], "method": e["method"],
              "endpoint": e["endpoint"], "change": change_text(e.get("oldValue"), e.get("newValue")),
              "old": _show(e.get("oldValue")), "new": _show(e.get("newValue"))}
             for e in doc.get("entries", [])]
-
-
-def is_empty(participants: dict[str, Any], history: dict[str, Any] | None = None) -> bool:
-    """Nothing to show yet: no participant alive or departed, and no history."""
-    return not (participants.get("participants") or participants.get("departed")
-                or (history or {}).get("series"))

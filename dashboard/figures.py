@@ -1,9 +1,11 @@
-"""Pure figure builders: plain data in (history points, rows of dicts), a plotly ``Figure`` out.
+"""Pure figure builders: data in (history points and series, rows of dicts), a plotly ``Figure`` out.
 
 How and why
 -----------
-No Streamlit and no HTTP here, so a notebook can draw the same charts from the same JSON
-(``figures.tokens_figure(history["series"][0]["points"])``) and tests check traces without a browser.
+No Streamlit and no HTTP here, so a notebook can draw the same charts from the same answer
+(``figures.tokens_figure(HistoryState.model_validate(answer).series[0].points)``) and tests check traces
+without a browser. History points are ``protocol.state.HistoryPoint``s, as ``data.history`` returns them: one
+shape, read by attribute.
 
 Conventions: time on x (the control plane's Unix seconds, shown as local time); a token balance below zero is
 *debt* (PIP-322 lets a send overdraw the bucket and repays it from later refills), drawn as its own red trace
@@ -20,11 +22,14 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from protocol.state import HistoryPoint, HistorySeries
+
 __all__ = ["DEBT_COLOR", "tokens_figure", "rate_vs_limit_figure", "throttled_figure", "throttle_time_figure",
            "admitted_vs_limit_figure", "top_throttled_figure", "queue_figure", "shares_figure",
            "resource_group_figure", "shared_limit_figure", "offload_figure", "mutation_figure"]
 
 DEBT_COLOR = "rgba(214, 39, 40, 0.45)"
+Points = Sequence[HistoryPoint]
 RED, BLUE, GREY, GREEN, ORANGE = "#d62728", "#1f77b4", "#7f7f7f", "#2ca02c", "#ff7f0e"
 
 
@@ -50,23 +55,19 @@ def _empty(fig: go.Figure, text: str = "no data yet") -> go.Figure:
     return fig
 
 
-def _times(points: Sequence[dict[str, Any]]) -> list[datetime]:
-    return [datetime.fromtimestamp(float(p["t"])) for p in points]
+def _times(points: Sequence[HistoryPoint]) -> list[datetime]:
+    return [datetime.fromtimestamp(p.t) for p in points]
 
 
-def _values(points: Sequence[dict[str, Any]], field: str) -> list[float | None]:
-    return [None if p.get(field) is None else float(p[field]) for p in points]
-
-
-def tokens_figure(points: Sequence[dict[str, Any]], dimension: str = "msgs", capacity: float | None = None,
+def tokens_figure(points: Points, dimension: str = "msgs", capacity: float | None = None,
                   title: str = "tokens", uirevision: str = "tokens") -> go.Figure:
     """The bucket balance over time; below zero (debt) in red, filled down to the zero line."""
     fig = go.Figure()
-    field = "tokensMsgs" if dimension == "msgs" else "tokensBytes"
-    tokens = _values(points, field)
+    pts = list(points)
+    tokens = [p.tokensMsgs if dimension == "msgs" else p.tokensBytes for p in pts]
     if not any(v is not None for v in tokens):
         return _layout(_empty(fig, "unlimited: no bucket"), title, uirevision)
-    x = _times(points)
+    x = _times(pts)
     fig.add_trace(go.Scatter(x=x, y=tokens, name="tokens", mode="lines", line={"color": BLUE, "width": 2}))
     debt = [None if v is None else min(v, 0.0) for v in tokens]
     fig.add_trace(go.Scatter(x=x, y=debt, name="debt (below zero)", mode="lines", fill="tozeroy",
@@ -78,14 +79,15 @@ def tokens_figure(points: Sequence[dict[str, Any]], dimension: str = "msgs", cap
     return _layout(_time_axis(fig), title, uirevision, height=280, yaxis_title=f"{dimension} tokens")
 
 
-def rate_vs_limit_figure(points: Sequence[dict[str, Any]], limit_per_s: float | None, dimension: str = "msgs",
+def rate_vs_limit_figure(points: Points, limit_per_s: float | None, dimension: str = "msgs",
                          title: str = "rate vs limit", uirevision: str = "rate") -> go.Figure:
     fig = go.Figure()
-    field = "admittedMsgsPerSecond" if dimension == "msgs" else "admittedBytesPerSecond"
-    if not points:
+    pts = list(points)
+    if not pts:
         return _layout(_empty(fig), title, uirevision)
-    x = _times(points)
-    fig.add_trace(go.Scatter(x=x, y=_values(points, field), name=f"admitted {dimension}/s", mode="lines",
+    x = _times(pts)
+    admitted = [p.admittedMsgsPerSecond if dimension == "msgs" else p.admittedBytesPerSecond for p in pts]
+    fig.add_trace(go.Scatter(x=x, y=admitted, name=f"admitted {dimension}/s", mode="lines",
                              line={"color": GREEN, "width": 2}))
     if limit_per_s is not None:
         fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[limit_per_s, limit_per_s], name="limit", mode="lines",
@@ -97,24 +99,24 @@ def rate_vs_limit_figure(points: Sequence[dict[str, Any]], limit_per_s: float | 
                    yaxis_rangemode="tozero")
 
 
-def throttled_figure(points: Sequence[dict[str, Any]], title: str = "throttled",
-                     uirevision: str = "throttled") -> go.Figure:
+def throttled_figure(points: Points, title: str = "throttled", uirevision: str = "throttled") -> go.Figure:
     fig = go.Figure()
-    if not points:
+    pts = list(points)
+    if not pts:
         return _layout(_empty(fig), title, uirevision)
-    fig.add_trace(go.Bar(x=_times(points), y=_values(points, "throttledPerSecond"), name="throttled per second",
+    fig.add_trace(go.Bar(x=_times(pts), y=[p.throttledPerSecond for p in pts], name="throttled per second",
                          marker_color=ORANGE))
     return _layout(_time_axis(fig), title, uirevision, height=280, yaxis_title="throttles/s", showlegend=False,
                    yaxis_rangemode="tozero")
 
 
-def throttle_time_figure(series: Sequence[dict[str, Any]], labels: Sequence[str] | None = None,
+def throttle_time_figure(series: Sequence[HistorySeries], labels: Sequence[str] | None = None,
                          title: str = "throttle time per second", uirevision: str = "throttle-time") -> go.Figure:
     """One line per limiter: producer-seconds spent throttled per second (2.0 = two producers held all along)."""
     fig = go.Figure()
     for i, s in enumerate(series):
-        name = labels[i] if labels else f"{s['level']} {s['name']}"
-        fig.add_trace(go.Scatter(x=_times(s["points"]), y=_values(s["points"], "throttleSecondsPerSecond"),
+        name = labels[i] if labels else f"{s.level} {s.name}"
+        fig.add_trace(go.Scatter(x=_times(s.points), y=[p.throttleSecondsPerSecond for p in s.points],
                                  name=name, mode="lines"))
     if not series:
         _empty(fig, "nothing throttled")
@@ -216,18 +218,21 @@ def shared_limit_figure(rows: Sequence[dict[str, Any]], limit_per_s: float | str
                    xaxis_title=unit, xaxis_rangemode="tozero")
 
 
-def offload_figure(points: Sequence[dict[str, Any]], permits_bytes_per_s: float | None,
+def offload_figure(points: Points, permits_bytes_per_s: float | None,
                    title: str = "offload bytes/s vs permits", uirevision: str = "offload") -> go.Figure:
+    """Read bytes/s against the permits, limited reads per second on the second axis (``derive_participants``'s
+    points: the control plane keeps no offload history)."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    if not points:
+    pts = list(points)
+    if not pts:
         return _layout(_empty(fig, "no offload yet"), title, uirevision)
-    x = _times(points)
-    fig.add_trace(go.Scatter(x=x, y=_values(points, "admittedBytesPerSecond"), name="read bytes/s", mode="lines",
+    x = _times(pts)
+    fig.add_trace(go.Scatter(x=x, y=[p.admittedBytesPerSecond for p in pts], name="read bytes/s", mode="lines",
                              line={"color": GREEN, "width": 2}), secondary_y=False)
     if permits_bytes_per_s is not None and permits_bytes_per_s > 0:
         fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[permits_bytes_per_s] * 2, name="permits", mode="lines",
                                  line={"color": RED, "dash": "dash"}), secondary_y=False)
-    fig.add_trace(go.Bar(x=x, y=_values(points, "throttledPerSecond"), name="limited reads/s", opacity=0.5,
+    fig.add_trace(go.Bar(x=x, y=[p.throttledPerSecond for p in pts], name="limited reads/s", opacity=0.5,
                          marker_color=ORANGE), secondary_y=True)
     fig.update_yaxes(title_text="bytes/s", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="limited/s", rangemode="tozero", secondary_y=True, showgrid=False)

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
+from collections.abc import Sequence
+
+from protocol.state import HistoryPoint, HistoryState
 
 __all__ = ["RATE_FIELDS", "MIN_SPAN_S", "SPAN_REPORTS", "span_s", "smooth_points", "smoothed"]
 
+# the HistoryPoint fields that are rates (the others, token balances and the participant count, are levels)
 RATE_FIELDS = ("admittedMsgsPerSecond", "admittedBytesPerSecond", "throttleSecondsPerSecond", "throttledPerSecond")
 MIN_SPAN_S = 3.0
 SPAN_REPORTS = 4
@@ -36,39 +39,42 @@ def span_s(interval_s: float) -> float:
     return max(MIN_SPAN_S, SPAN_REPORTS * interval_s)
 
 
-def smooth_points(points: list[dict[str, Any]], interval_s: float, span: float | None = None) -> list[dict[str, Any]]:
-    """``points`` (oldest first) with each rate field the rate over the span ending at that point (None while no
-    point in the span has a value); the other fields as they were."""
-    span = span_s(interval_s) if span is None else span
-    out = [dict(p) for p in points]
-    for field in RATE_FIELDS:
-        window: deque[tuple[float, float, float]] = deque()   # (t, value x weight, weight) of the points in the span
-        total = weight = 0.0
-        before: float | None = None
-        for p, q in zip(points, out, strict=True):
-            t = float(p["t"])
-            covers = interval_s if before is None else min(max(t - before, 0.0), span)
-            before = t
-            value = p.get(field)
-            if value is not None and math.isfinite(float(value)) and covers > 0:
-                window.append((t, float(value) * covers, covers))
-                total, weight = total + float(value) * covers, weight + covers
-            while window and window[0][0] <= t - span:
-                _, vw, w = window.popleft()
-                total, weight = total - vw, weight - w
-            if field in q:
-                q[field] = total / weight if window and weight > 0 else None
+def _over_span(points: Sequence[HistoryPoint], field: str, interval_s: float, span: float) -> list[float | None]:
+    """Per point, the rate ``field`` over the span ending at it (None while no point in the span has a value)."""
+    window: deque[tuple[float, float, float]] = deque()   # (t, value x weight, weight) of the points in the span
+    total = weight = 0.0
+    before: float | None = None
+    out: list[float | None] = []
+    for p in points:
+        covers = interval_s if before is None else min(max(p.t - before, 0.0), span)
+        before = p.t
+        value = getattr(p, field)   # one of RATE_FIELDS: a name HistoryPoint does not have raises, not skips
+        if value is not None and math.isfinite(value) and covers > 0:
+            window.append((p.t, value * covers, covers))
+            total, weight = total + value * covers, weight + covers
+        while window and window[0][0] <= p.t - span:
+            _, vw, w = window.popleft()
+            total, weight = total - vw, weight - w
+        out.append(total / weight if window and weight > 0 else None)
     return out
 
 
-def smoothed(history: dict[str, Any], seconds: float | None = None) -> dict[str, Any]:
+def smooth_points(points: Sequence[HistoryPoint], interval_s: float, span: float | None = None) -> list[HistoryPoint]:
+    """``points`` (oldest first) with each rate field the rate over the span ending at that point (None while no
+    point in the span has a value); the other fields as they were. The points given are not changed."""
+    span = span_s(interval_s) if span is None else span
+    rates = {field: _over_span(points, field, interval_s, span) for field in RATE_FIELDS}
+    return [p.model_copy(update={field: values[i] for field, values in rates.items()}) for i, p in enumerate(points)]
+
+
+def smoothed(history: HistoryState, seconds: float | None = None) -> HistoryState:
     """``history`` with every series' rates over the trailing span (see the module essay); with ``seconds``, only
     the points of the last ``seconds`` (before the newest point of any series) are kept, the span before them
     having been read for their rates."""
-    interval = float(history.get("intervalSeconds") or 1.0)
-    series = [{**s, "points": smooth_points(s.get("points", []), interval)} for s in history.get("series", [])]
+    series = [s.model_copy(update={"points": smooth_points(s.points, history.intervalSeconds)})
+              for s in history.series]
     if seconds is not None:
-        newest = max((float(p["t"]) for s in series for p in s["points"]), default=0.0)
-        series = [{**s, "points": [p for p in s["points"] if float(p["t"]) > newest - seconds]} for s in series]
-        series = [s for s in series if s["points"]]
-    return {**history, "series": series, "rateSpanSeconds": span_s(interval)}
+        newest = max((p.t for s in series for p in s.points), default=0.0)
+        series = [s.model_copy(update={"points": [p for p in s.points if p.t > newest - seconds]}) for s in series]
+        series = [s for s in series if s.points]
+    return history.model_copy(update={"series": series})

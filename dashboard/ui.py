@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -27,6 +27,7 @@ __all__ = ["config", "conn", "sidebar", "refresh_s", "live", "need", "show_unava
            "table", "stamp"]
 
 REFRESH_KEY = "refresh_s"
+Answer = TypeVar("Answer")
 
 
 def config() -> Config:
@@ -80,8 +81,9 @@ def show_unavailable(u: data.Unavailable) -> None:
         st.error(f"{u.endpoint}: {u.reason} (HTTP {u.status})")
 
 
-def need(doc: Any) -> Any:
-    """``doc`` itself, or None after showing why it is unavailable."""
+def need(doc: Answer | data.Unavailable) -> Answer | None:
+    """``doc`` itself (a state answer's model, any other answer's JSON), or None after showing why it is
+    unavailable."""
     if isinstance(doc, data.Unavailable):
         show_unavailable(doc)
         return None

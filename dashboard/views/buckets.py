@@ -24,16 +24,15 @@ def _live(levels: list[str], name: str, dim: str, window: int, only_limited: boo
     history = ui.need(data.history(conn, window)) if buckets is not None else None
     if buckets is None or history is None:
         return
-    if not buckets["totals"] and not history["series"]:
+    if not buckets.totals and not history.series:
         ui.empty_state("No bucket has been reported yet")
         return
     wanted = name.strip().lower()
     rows = [r for r in derive.bucket_rows(buckets) if r["level"] in levels and wanted in r["name"].lower()]
     limits = derive.limits_per_s(buckets)
-    capacity = {(t["level"], t["kind"], t["name"]): (t.get(dim) or {}).get("capacity") for t in buckets["totals"]}
-    series = [s for s in history["series"] if s["level"] in levels and wanted in s["name"].lower()
-              and s["kind"] != "offload"
-              and (not only_limited or (limits.get((s["level"], s["kind"], s["name"])) or {}).get(dim) is not None)]
+    capacity = {(t.level, t.kind, t.name): (t.msgs if dim == "msgs" else t.bytes).capacity for t in buckets.totals}
+    series = [s for s in history.series if s.level in levels and wanted in s.name.lower() and s.kind != "offload"
+              and (not only_limited or limits.get((s.level, s.kind, s.name), {}).get(dim) is not None)]
     st.subheader(f"Current buckets ({len(rows)})")
     ui.table(rows, "buckets.table", empty="No bucket matches the filters.",
              **{"in debt": st.column_config.CheckboxColumn("in debt", help="tokens below zero")})
@@ -41,21 +40,23 @@ def _live(levels: list[str], name: str, dim: str, window: int, only_limited: boo
     if not series:
         st.caption("No limiter matches the filters" + (" (with a limit set)." if only_limited else "."))
     for s in series[:MAX_BUCKETS]:
-        key = f"{s['level']}.{s['kind']}.{s['name']}"
-        st.markdown(f"**{derive.label(s)}** &nbsp; `{s['points'][-1].get('participants', 0)} participant(s)`")
+        limiter = (s.level, s.kind, s.name)
+        key = ".".join(limiter)
+        st.markdown(f"**{derive.label(s.level, s.name, s.kind)}** &nbsp; "
+                    f"`{s.points[-1].participants} participant(s)`")
         c1, c2, c3 = st.columns(3)
         with c1:
-            ui.plot(figures.tokens_figure(s["points"], dim, capacity.get((s["level"], s["kind"], s["name"])),
-                                          title=f"{dim} tokens", uirevision=key), f"buckets.tokens.{key}")
+            ui.plot(figures.tokens_figure(s.points, dim, capacity.get(limiter), title=f"{dim} tokens",
+                                          uirevision=key), f"buckets.tokens.{key}")
         with c2:
-            limit = (limits.get((s["level"], s["kind"], s["name"])) or {}).get(dim)
-            ui.plot(figures.rate_vs_limit_figure(s["points"], limit, dim, uirevision=key), f"buckets.rate.{key}")
+            limit = limits.get(limiter, {}).get(dim)
+            ui.plot(figures.rate_vs_limit_figure(s.points, limit, dim, uirevision=key), f"buckets.rate.{key}")
         with c3:
-            ui.plot(figures.throttled_figure(s["points"], title="throttled per second", uirevision=key),
+            ui.plot(figures.throttled_figure(s.points, title="throttled per second", uirevision=key),
                     f"buckets.throttled.{key}")
     if len(series) > MAX_BUCKETS:
         st.caption(f"Showing {MAX_BUCKETS} of {len(series)}: narrow the filters to see the others.")
-    st.caption(f"History from the {history.get('source', 'control plane')}.")
+    st.caption(f"History from the {history.source}.")
     ui.stamp()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import data, derive, figures, ui
+from protocol.state import QueuesState, ResourceGroupsState
 
 __all__ = ["main"]
 
@@ -19,7 +20,7 @@ SHARE_WINDOW_S = 60.0
 MAX_PARENTS = 6
 
 
-def _queues(queues: dict) -> None:
+def _queues(queues: QueuesState) -> None:
     st.subheader("Fairness queues")
     rows = derive.queue_rows(queues)
     if not rows:
@@ -36,7 +37,7 @@ def _queues(queues: dict) -> None:
     ui.table(rows, "fairness.queues.table")
 
 
-def _shares(history: dict, rgs: dict | None) -> None:
+def _shares(history: data.History, rgs: ResourceGroupsState | None) -> None:
     st.subheader("Share of admitted throughput")
     st.caption("Under each limit shared by several topics, each topic's producers' part of the admitted msgs/s "
                "(last minute). Jain's index: 1 = equal shares, 1/n = one takes everything.")
@@ -55,25 +56,25 @@ def _shares(history: dict, rgs: dict | None) -> None:
                                           uirevision=f"share.{level}.{name}"), f"fairness.share.{level}.{name}")
 
 
-def _groups(rgs: dict) -> None:
+def _groups(rgs: ResourceGroupsState) -> None:
     st.subheader("Resource groups")
-    if not rgs["resourceGroups"]:
+    if not rgs.resourceGroups:
         st.caption("No resource group is configured (Limits page, or PUT /admin/v2/resourcegroups/{name}).")
         return
     rows = derive.rg_rows(rgs)
-    for g in rgs["resourceGroups"]:
-        attached = ", ".join([*(f"topic {t}" for t in g.get("topics", [])), *(f"namespace {n}" for n in g["namespaces"]),
-                              *(f"tenant {t}" for t in g["tenants"])])
-        q, lim = g["configured"], derive.limit_text
-        st.markdown(f"**{g['name']}**: publish {lim(q.get('publishRateInMsgs'), 'msgs/s')}, "
+    for g in rgs.resourceGroups:
+        attached = ", ".join([*(f"topic {t}" for t in g.topics), *(f"namespace {n}" for n in g.namespaces),
+                              *(f"tenant {t}" for t in g.tenants)])
+        q, lim = g.configured, derive.limit_text     # configured: the group's Pulsar fields, as its JSON
+        st.markdown(f"**{g.name}**: publish {lim(q.get('publishRateInMsgs'), 'msgs/s')}, "
                     f"{lim(q.get('publishRateInBytes'), 'B/s')}; dispatch {lim(q.get('dispatchRateInMsgs'), 'msgs/s')}, "
                     f"{lim(q.get('dispatchRateInBytes'), 'B/s')}; attached to {attached or 'nothing'}")
-        mine = [r for r in rows if r["group"] == g["name"] and r["direction"] == "publish"]
-        ui.plot(figures.resource_group_figure(mine, title=f"{g['name']}: publish per participant",
-                                              uirevision=f"rg.{g['name']}"), f"fairness.rg.{g['name']}")
-        ui.table([r for r in rows if r["group"] == g["name"]], f"fairness.rg.table.{g['name']}",
+        mine = [r for r in rows if r["group"] == g.name and r["direction"] == "publish"]
+        ui.plot(figures.resource_group_figure(mine, title=f"{g.name}: publish per participant",
+                                              uirevision=f"rg.{g.name}"), f"fairness.rg.{g.name}")
+        ui.table([r for r in rows if r["group"] == g.name], f"fairness.rg.table.{g.name}",
                  empty="No participant uses this group right now.")
-    st.caption(f"Quotas computed with the '{rgs['strategy']}' strategy, as each participant computes them.")
+    st.caption(f"Quotas computed with the '{rgs.strategy}' strategy, as each participant computes them.")
 
 
 def _live() -> None:
@@ -82,7 +83,7 @@ def _live() -> None:
     if queues is None:
         return
     history, rgs = ui.need(data.history(conn, 300)), ui.need(data.resource_groups(conn))
-    if history is not None and not history["series"] and not queues["queues"]:
+    if history is not None and not history.series and not queues.queues:
         ui.empty_state()
         return
     _queues(queues)

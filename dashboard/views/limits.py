@@ -19,7 +19,8 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, derive, editors, signin, ui
+from dashboard import data, derive, derive_participants, editors, signin, ui
+from protocol.state import BucketsState
 
 __all__ = ["main"]
 
@@ -27,11 +28,11 @@ PENDING, OUTCOME, LAST = "limits.pending", "limits.outcome", "limits.last"
 TABS = ("Resource groups", "Namespaces", "Topics", "Subscriptions", "Broker and offload", "Mutation quotas")
 
 
-def _known(ps: dict, buckets: dict | None) -> dict[str, list[str]]:
+def _known(ps: dict, buckets: BucketsState | None) -> dict[str, list[str]]:
     seen = {"namespace": set(ps.get("namespaces", {})), "topic": set(ps.get("topics", {}))}
-    for b in (buckets or {}).get("totals", []):
-        if b["level"] in seen:
-            seen[b["level"]].add(b["name"])
+    for b in buckets.totals if buckets is not None else []:
+        if b.level in seen:
+            seen[b.level].add(b.name)
     return {k: sorted(v, key=lambda n: (n not in ps.get(k + "s", {}), n)) for k, v in seen.items()}
 
 
@@ -98,8 +99,8 @@ def _live() -> None:
     st.subheader("Applied by participants")
     people = ui.need(data.participants(conn))
     if people is not None:
-        version = last["version"] if last else people["policyVersion"]
-        done, total, rows = derive.applied(people, version)
+        version = last["version"] if last else people.policyVersion
+        done, total, rows = derive_participants.applied(people, version)
         what = f"your change to {last['title']}" if last else "the current policies"
         st.metric(f"Participants on policy version {version} ({what})", f"{done} of {total}",
                   "all applied" if total and done == total else "waiting" if total else "no participant",

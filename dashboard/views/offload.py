@@ -12,7 +12,9 @@ import time
 
 import streamlit as st
 
-from dashboard import data, derive, figures, ui
+from dashboard import data, derive, derive_participants, figures, ui
+from dashboard.derive_participants import OffloadSample
+from protocol.state import ParticipantsState
 
 __all__ = ["main"]
 
@@ -21,25 +23,25 @@ SAMPLES = "offload.samples"
 MAX_SAMPLES = 600
 
 
-def _samples(people: dict) -> list[dict]:
+def _samples(people: ParticipantsState) -> list[OffloadSample]:
     """Offload totals sampled at each refresh, kept in the session (the control plane keeps no offload history)."""
-    samples = st.session_state.setdefault(SAMPLES, [])
-    sample = derive.offload_sample(people, time.time())
-    if sample is not None and (not samples or sample["seen"] > samples[-1]["seen"]):
+    samples: list[OffloadSample] = st.session_state.setdefault(SAMPLES, [])
+    sample = derive_participants.offload_sample(people, time.time())
+    if sample is not None and (not samples or sample.seen > samples[-1].seen):
         samples.append(sample)
         del samples[:-MAX_SAMPLES]
     return samples
 
 
-def _offload(people: dict, settings: dict | None) -> None:
+def _offload(people: ParticipantsState, settings: dict | None) -> None:
     st.subheader("Offload")
-    rows = derive.offload_rows(people)
-    points = derive.offload_points(_samples(people))
+    rows = derive_participants.offload_rows(people)
+    points = derive_participants.offload_points(_samples(people))
     permits = settings.get(PERMITS) if settings else None
     c1, c2, c3 = st.columns(3)
     c1.metric("Flow permits per process", derive.limit_text(permits, "B/s"),
               help=f"Broker setting {PERMITS} (Limits page)", border=True)
-    rate = derive.latest(points, "admittedBytesPerSecond") if points else None
+    rate = derive.latest(points, lambda p: p.admittedBytesPerSecond)
     c2.metric("Offload read rate", "n/a" if rate is None else f"{rate:,.0f} B/s", f"{len(rows)} participant(s)",
               delta_color="off", delta_arrow="off", border=True)
     c3.metric("Limited reads", f"{sum(r['limited'] for r in rows):,}", "waited for a window", delta_color="off",
@@ -50,9 +52,9 @@ def _offload(people: dict, settings: dict | None) -> None:
     ui.table(rows, "offload.table", empty="No participant reports offload statistics.")
 
 
-def _mutations(people: dict, policies: dict | None) -> None:
+def _mutations(people: ParticipantsState, policies: dict | None) -> None:
     st.subheader("Mutation quotas")
-    rows = derive.mutation_rows(people)
+    rows = derive_participants.mutation_rows(people)
     ui.plot(figures.mutation_figure([{**r, "where": r["participant"].split("/")[1]} for r in rows]),
             "mutations.figure")
     ui.table(rows, "mutations.table", empty="No participant reports mutation quotas.")
@@ -71,7 +73,7 @@ def _live() -> None:
     people = ui.need(data.participants(conn))
     if people is None:
         return
-    if not people["participants"]:
+    if not people.participants:
         ui.empty_state("No participant is reporting right now")
         return
     settings = data.broker_values(conn)

@@ -13,7 +13,8 @@ import time
 
 import streamlit as st
 
-from dashboard import data, derive, derive_shared, figures, ui
+from dashboard import data, derive, derive_participants, derive_shared, figures, ui
+from protocol.state import SharedState
 
 __all__ = ["main"]
 
@@ -37,8 +38,8 @@ def _live() -> None:
     if people is None:
         return
     history = ui.need(data.history(conn, WINDOW_S))
-    age, stale, text = derive.freshness(people, time.time())
-    c2.metric("Participants alive", len(people["participants"]), f"{len(people['departed'])} departed",
+    age, stale, text = derive_participants.freshness(people, time.time())
+    c2.metric("Participants alive", len(people.participants), f"{len(people.departed)} departed",
               delta_color="off", delta_arrow="off", border=True)
     c3.metric("Data freshness", text.removeprefix("updated "), "stale" if stale else "live",
               delta_color="inverse" if stale else "off", delta_arrow="off", border=True)
@@ -46,11 +47,11 @@ def _live() -> None:
               delta_color="off", delta_arrow="off", border=True)
     if stale and age is not None:
         st.warning(f"Data is stale: the last report arrived {derive.ago(age)} (reports are due every "
-                   f"{people['reportIntervalSeconds']:g} s). Participants may have stopped, or cannot reach the "
+                   f"{people.reportIntervalSeconds:g} s). Participants may have stopped, or cannot reach the "
                    "control plane.", icon=":material/schedule:")
     if history is None:
         return
-    if derive.is_empty(people, history):
+    if derive_participants.is_empty(people, history):
         ui.empty_state()
         return
     top = derive.top_throttled(history, TOP_N)
@@ -59,8 +60,9 @@ def _live() -> None:
         ui.plot(figures.top_throttled_figure(top), "overview.top")
     with right:
         wanted = {(r["level"], r["kind"], r["name"]) for r in top}
-        series = [s for s in history["series"] if (s["level"], s["kind"], s["name"]) in wanted]
-        ui.plot(figures.throttle_time_figure(series, [derive.label(s) for s in series]), "overview.throttle")
+        series = [s for s in history.series if (s.level, s.kind, s.name) in wanted]
+        ui.plot(figures.throttle_time_figure(series, [derive.label(s.level, s.name, s.kind) for s in series]),
+                "overview.throttle")
     st.subheader("Most throttled targets")
     ui.table(top, "overview.top.table", empty="Nothing was throttled in the last 5 minutes.")
     buckets = ui.need(data.buckets(conn))
@@ -73,12 +75,12 @@ def _live() -> None:
     ui.stamp()
 
 
-def _shared(doc: dict) -> None:
+def _shared(doc: SharedState) -> None:
     st.subheader("Shared limits")
     st.caption("Each limit the participants share: what they admit against it, and how the control plane's grants "
                "split it (share: each one's max-min fair rate by what it wants). Over the limit or quota stranded "
                "(unused while demand waits) come first." + (" The control plane is re-learning after a restart."
-                                                             if doc.get("learning") else ""))
+                                                             if doc.learning else ""))
     ui.table(derive_shared.summary_rows(doc), "overview.shared", empty="No participant reports a shared limit yet.",
              status=st.column_config.TextColumn(width="large"))
     limits = derive_shared.ordered(doc)
@@ -86,8 +88,8 @@ def _shared(doc: dict) -> None:
         rows = derive_shared.participant_rows(limit)
         name, cap, unit = derive_shared.chart(limit)
         ui.plot(figures.shared_limit_figure(rows, cap, unit, title=f"{name}: usage vs share",
-                                            uirevision=f"shared.{limit['key']}"), f"overview.shared.{limit['key']}")
-        ui.table(rows, f"overview.shared.table.{limit['key']}")
+                                            uirevision=f"shared.{limit.key}"), f"overview.shared.{limit.key}")
+        ui.table(rows, f"overview.shared.table.{limit.key}")
     if len(limits) > SHARED_N:
         st.caption(f"Charts for {SHARED_N} of {len(limits)} shared limits; the table lists them all.")
 

@@ -1,5 +1,6 @@
-"""The data-access module on its own: errors as values when nothing answers, and history from Prometheus (a stub
-Prometheus HTTP API on 127.0.0.1, stopped in a finalizer) merged into the control plane's history shape."""
+"""The data-access module on its own: errors as values when nothing answers, state answers as their models (and
+cached as such), and history from Prometheus (a stub Prometheus HTTP API on 127.0.0.1, stopped in a finalizer)
+merged into the control plane's history models."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from dashboard import data
+from protocol.state import HistoryPoint, QueuesState
 from tests.controlplane.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -66,16 +68,24 @@ def test_nothing_listening_gives_unavailable_and_refused_changes() -> None:
 def test_history_comes_from_prometheus_when_it_is_configured(prometheus: str) -> None:
     conn = data.Conn(f"http://127.0.0.1:{free_port()}", None, prometheus)
     got = data.history(conn, 120.0, level="topic", name="a/b/c")
-    assert got["source"] == "Prometheus"
-    [s] = got["series"]
-    assert (s["level"], s["kind"], s["name"]) == ("topic", "publish", "a/b/c")
-    assert s["points"][0] == {"t": 1000.0, "admittedMsgsPerSecond": 7.0, "admittedBytesPerSecond": 7.0,
-                              "throttleSecondsPerSecond": 2.0, "throttledPerSecond": 7.0, "tokensMsgs": -3.0,
-                              "tokensBytes": -3.0}
+    assert isinstance(got, data.History)     # the shape the control plane's history is read into
+    assert (got.source, got.intervalSeconds, got.windowSeconds, got.rateSpanSeconds) == ("Prometheus", 1, 120, 30)
+    [s] = got.series
+    assert (s.level, s.kind, s.name) == ("topic", "publish", "a/b/c")
+    assert s.points[0] == HistoryPoint(t=1000.0, admittedMsgsPerSecond=7.0, admittedBytesPerSecond=7.0,
+                                       throttleSecondsPerSecond=2.0, throttledPerSecond=7.0, tokensMsgs=-3.0,
+                                       tokensBytes=-3.0)
+    assert [p.t for p in s.points] == [1000.0, 1001.0]
     assert any('throttlescope_throttle_time_seconds_total{level="topic",name="a/b/c"}' in q
                for q in PromStub.queries)
     assert any('throttlescope_bucket_tokens{dimension="msgs",level="topic",name="a/b/c"}' in q
                for q in PromStub.queries)
+
+
+def test_every_prometheus_query_fills_a_history_field_and_every_rate_or_balance_has_one() -> None:
+    # HistoryPoint ignores unknown fields (lenient, as every answer), so a query under a misspelt name would be
+    # dropped without a word: the names are checked here instead
+    assert set(data.PROMETHEUS_QUERIES) == set(HistoryPoint.model_fields) - {"t", "participants"}
 
 
 def test_history_falls_back_to_the_control_plane_when_prometheus_is_down() -> None:
@@ -97,11 +107,16 @@ def test_the_dashboard_imports_no_spark_no_control_plane_and_no_collectors() -> 
 class StateStub(BaseHTTPRequestHandler):
     """A control plane whose /v1/state/buckets answer lacks a field its model requires (a version mismatch)."""
 
+    asked: list[str] = []
+
     def do_GET(self) -> None:  # noqa: N802
+        StateStub.asked.append(urlsplit(self.path).path)
         body = {"buckets": [{"participantId": "p", "level": "topic", "name": "a/b/c", "kind": "publish"}],
                 "totals": []}     # no reportedAt
         if urlsplit(self.path).path == "/v1/state/queues":
-            body = {"queues": [], "extra": "ignored by a lenient model"}
+            body = {"queues": [{"participantId": "p", "level": "topic", "name": "a/b/c", "length": 1,
+                                "entries": [{"producer": "x", "waiting_s": 0.5}]}],
+                    "extra": "ignored by a lenient model"}
         answer_json(self, body)
 
     def log_message(self, *args: object) -> None:
@@ -116,7 +131,13 @@ def test_a_state_answer_that_does_not_fit_its_model_is_an_unavailable_that_says_
         got = data.buckets(conn)
         assert isinstance(got, data.Unavailable) and got.status == 200
         assert "BucketsState" in got.reason and "buckets.0.reportedAt" in got.reason, got.reason
-        assert data.queues(conn) == {"queues": []}     # unknown fields dropped, the rest read
+        queues = data.queues(conn)
+        assert isinstance(queues, QueuesState)        # unknown fields dropped, the rest read
+        assert [(q.participantId, q.length, [e.producer for e in q.entries]) for q in queues.queues] == [
+            ("p", 1, ["x"])]
+        # cached as the model: st.cache_data keeps it pickled and gives each read its own copy; nobody is asked
+        again = data.queues(conn)
+        assert again == queues and again is not queues and StateStub.asked.count("/v1/state/queues") == 1
     finally:
         server.shutdown()
         server.server_close()

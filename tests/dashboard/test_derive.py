@@ -1,14 +1,30 @@
-"""The pure transforms behind the pages, and the dashboard's configuration, on plain data."""
+"""The pure transforms behind the pages, and the dashboard's configuration, on plain data: the control plane's
+answers as JSON literals, read through the models the dashboard reads them with (``answers``)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from dashboard import derive
+from dashboard import derive, derive_participants
 from dashboard.config import DEFAULT_URL, load_config
+from dashboard.derive_participants import OffloadSample
+from protocol.state import HistoryPoint
+
+from .answers import (
+    bucket,
+    buckets,
+    departed,
+    history,
+    participant,
+    participants,
+    resource_group,
+    resource_groups,
+    state,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -20,12 +36,14 @@ def series(level: str, name: str, kind: str = "publish", **fields: list[float | 
 
 
 def test_freshness_says_how_old_the_newest_report_is_and_when_it_is_stale() -> None:
-    doc = {"reportIntervalSeconds": 1.0, "participants": [{"lastSeen": 98.0}, {"lastSeen": 99.2}], "departed": []}
-    assert derive.freshness(doc, 101.0) == (pytest.approx(1.8), False, "updated 2 s ago")
-    doc = {"reportIntervalSeconds": 1.0, "participants": [], "departed": [{"lastSeen": 0.0}]}
-    age, stale, text = derive.freshness(doc, 600.0)
+    doc = participants([participant("p1", lastSeen=98.0), participant("p2", lastSeen=99.2)])
+    assert derive_participants.freshness(doc, 101.0) == (pytest.approx(1.8), False, "updated 2 s ago")
+    doc = participants(gone=[departed(lastSeen=0.0)])
+    age, stale, text = derive_participants.freshness(doc, 600.0)
     assert stale and text == "updated 10 min ago"
-    assert derive.freshness({"participants": [], "departed": []}, 1.0) == (None, False, "no report yet")
+    assert derive_participants.freshness(participants(), 1.0) == (None, False, "no report yet")
+    assert derive_participants.freshness(participants([participant(lastSeen=96.0)], interval_s=2.0), 101.0)[1] \
+        is False     # 5 s is stale at 1-s reports, not at 2-s ones
 
 
 def test_jain_index() -> None:
@@ -36,62 +54,68 @@ def test_jain_index() -> None:
 
 
 def test_top_throttled_ranks_by_throttle_time_and_counts_throttles() -> None:
-    history = {"intervalSeconds": 0.5, "series": [
+    doc = history([
         series("topic", "a/b/c", throttleSecondsPerSecond=[1.0, 3.0], throttledPerSecond=[4.0, 2.0],
                admittedMsgsPerSecond=[40.0, 39.0]),
         series("tenant", "a", throttleSecondsPerSecond=[4.0, 4.0], throttledPerSecond=[2.0, 2.0],
                admittedMsgsPerSecond=[20.0, None]),
         series("namespace", "a/b", throttleSecondsPerSecond=[0.0, 0.0], throttledPerSecond=[0.0, None],
-               admittedMsgsPerSecond=[1.0, 1.0])]}
-    rows = derive.top_throttled(history)
+               admittedMsgsPerSecond=[1.0, 1.0])], interval_s=0.5)
+    rows = derive.top_throttled(doc)
     assert [(r["target"], r["throttle s/s"], r["throttled"], r["admitted msgs/s"]) for r in rows] == [
         ("tenant a", 4.0, 2, 20.0), ("topic a/b/c", 2.0, 3, 39.0)]
 
 
 def test_limits_are_rates_per_second_summed_over_participants() -> None:
-    buckets = {"buckets": [
-        {"level": "topic", "kind": "publish", "name": "a/b/c", "msgs": {"rate": 20, "period_s": 1.0}, "bytes": None},
-        {"level": "topic", "kind": "publish", "name": "a/b/c", "msgs": {"rate": 60, "period_s": 2.0}, "bytes": None},
-        {"level": "broker", "kind": "publish", "name": "broker", "msgs": None, "bytes": None}]}
-    assert derive.limits_per_s(buckets) == {("topic", "publish", "a/b/c"): {"msgs": 50.0, "bytes": None},
-                                            ("broker", "publish", "broker"): {"msgs": None, "bytes": None}}
-    history = {"series": [series("topic", "a/b/c", admittedMsgsPerSecond=[45.0, 55.0]),
-                          series("broker", "broker", admittedMsgsPerSecond=[99.0, 99.0])]}
-    assert derive.admitted_vs_limit(history, buckets) == [
+    doc = buckets([
+        bucket("topic", "a/b/c", msgs={"tokens": 5, "rate": 20, "capacity": 20, "period_s": 1.0}, bytes=None),
+        bucket("topic", "a/b/c", msgs={"tokens": 0, "rate": 60, "capacity": 60, "period_s": 2.0}, bytes=None),
+        bucket("broker", "broker", msgs=None, bytes=None)])
+    assert derive.limits_per_s(doc) == {("topic", "publish", "a/b/c"): {"msgs": 50.0, "bytes": None},
+                                        ("broker", "publish", "broker"): {"msgs": None, "bytes": None}}
+    rates = history([series("topic", "a/b/c", admittedMsgsPerSecond=[45.0, 55.0]),
+                     series("broker", "broker", admittedMsgsPerSecond=[99.0, 99.0])])
+    assert derive.admitted_vs_limit(rates, doc) == [
         {"target": "topic a/b/c", "admitted msgs/s": 50.0, "limit msgs/s": 50.0, "use %": 100.0}]
 
 
 def test_shares_of_topics_under_a_shared_limit() -> None:
-    history = {"series": [series("topic", "acme/web/clicks", admittedMsgsPerSecond=[40.0, 40.0]),
-                          series("topic", "acme/web/views", admittedMsgsPerSecond=[10.0, 10.0]),
-                          series("topic", "acme/batch/export", admittedMsgsPerSecond=[30.0, 30.0]),
-                          series("topic", "beta/etl/load", admittedMsgsPerSecond=[5.0, 5.0])]}
-    rgs = {"resourceGroups": [{"name": "rg", "namespaces": ["acme/batch"], "tenants": ["beta"]}]}
-    assert derive.parents(history, rgs) == [("namespace", "acme/web"), ("resource_group", "rg"), ("tenant", "acme")]
-    assert derive.child_shares(history, ("tenant", "acme")) == {
+    doc = history([series("topic", "acme/web/clicks", admittedMsgsPerSecond=[40.0, 40.0]),
+                   series("topic", "acme/web/views", admittedMsgsPerSecond=[10.0, 10.0]),
+                   series("topic", "acme/batch/export", admittedMsgsPerSecond=[30.0, 30.0]),
+                   series("topic", "beta/etl/load", admittedMsgsPerSecond=[5.0, 5.0]),
+                   series("topic", "beta/etl/load", "dispatch", admittedMsgsPerSecond=[50.0, 50.0])])
+    rgs = resource_groups([resource_group("rg", namespaces=["acme/batch"], tenants=["beta"])])
+    assert derive.parents(doc, rgs) == [("namespace", "acme/web"), ("resource_group", "rg"), ("tenant", "acme")]
+    assert derive.child_shares(doc, ("tenant", "acme")) == {
         "acme/web/clicks": 40.0, "acme/web/views": 10.0, "acme/batch/export": 30.0}
-    assert derive.child_shares(history, ("resource_group", "rg"), rgs) == {"acme/batch/export": 30.0,
-                                                                           "beta/etl/load": 5.0}
+    assert derive.child_shares(doc, ("resource_group", "rg"), rgs) == {"acme/batch/export": 30.0,
+                                                                       "beta/etl/load": 5.0}   # publish only
 
 
 def test_queue_rows_keep_queue_order() -> None:
-    queues = {"queues": [{"participantId": "p1", "level": "topic", "name": "a/b/c", "length": 3,
-                          "entries": [{"producer": "x", "waiting_s": 0.9}, {"producer": "y", "waiting_s": 0.1}]}]}
+    queues = state("/v1/state/queues", {"queues": [
+        {"participantId": "p1", "level": "resource_group", "name": "rg", "length": 3,
+         "entries": [{"producer": "x", "waiting_s": 0.9}, {"producer": "y", "waiting_s": 0.1}]}]})
     rows = derive.queue_rows(queues)
-    assert [(r["position"], r["producer"], r["waiting s"], r["queue length"]) for r in rows] == [
-        (1, "x", 0.9, 3), (2, "y", 0.1, 3)]
+    assert [(r["queue"], r["participant"], r["position"], r["producer"], r["waiting s"], r["queue length"])
+            for r in rows] == [("resource group rg", "p1", 1, "x", 0.9, 3), ("resource group rg", "p1", 2, "y", 0.1, 3)]
 
 
 def test_offload_samples_become_rates() -> None:
-    doc = {"participants": [{"lastSeen": 10.0, "offload": {"rate_bytes_per_s": 0, "read_bytes_total": 1000,
-                                                           "limited_total": 2}}]}
-    a = derive.offload_sample(doc, 100.0)
-    b = {**a, "t": 102.0, "read": 5000.0, "limited": 6.0}
-    c = {**b, "t": 103.0, "read": 100.0, "limited": 1.0, "rate": 700.0}      # a participant restarted
-    assert derive.offload_points([a, b, c]) == [
-        {"t": 102.0, "admittedBytesPerSecond": 2000.0, "throttledPerSecond": 2.0},
-        {"t": 103.0, "admittedBytesPerSecond": 700.0, "throttledPerSecond": 1.0}]
-    assert derive.offload_sample({"participants": [{"lastSeen": 1.0, "offload": None}]}, 1.0) is None
+    doc = participants([participant("p1", lastSeen=10.0, offload={"rate_bytes_per_s": 0, "read_bytes_total": 1000,
+                                                                   "limited_total": 2}),
+                        participant("p2", lastSeen=12.0, offload={"rate_bytes_per_s": 0, "read_bytes_total": 500,
+                                                                   "limited_total": 1}),
+                        participant("p3", lastSeen=99.0, offload=None)])
+    a = derive_participants.offload_sample(doc, 100.0)
+    assert a == OffloadSample(t=100.0, seen=12.0, rate=0.0, read=1500.0, limited=3.0)
+    b = replace(a, t=102.0, read=5500.0, limited=7.0)
+    c = replace(b, t=103.0, read=100.0, limited=1.0, rate=700.0)      # a participant restarted
+    assert derive_participants.offload_points([a, b, c]) == [
+        HistoryPoint(t=102.0, admittedBytesPerSecond=2000.0, throttledPerSecond=2.0),
+        HistoryPoint(t=103.0, admittedBytesPerSecond=700.0, throttledPerSecond=1.0)]
+    assert derive_participants.offload_sample(participants([participant(lastSeen=1.0, offload=None)]), 1.0) is None
 
 
 @pytest.mark.parametrize(("value", "ok"), [(0, True), (-1, True), (-1.0, True), (12.5, True), (-0.5, False),
@@ -109,10 +133,13 @@ def test_diff_applied_and_audit_rows() -> None:
                     {"field": "b", "old": "2", "new": "3", "changed": "yes"},
                     {"field": "c", "old": "(not set)", "new": "true", "changed": "yes"}]
     assert derive.diff_rows(None, None) == []
-    doc = {"participants": [{"participantId": "p1", "host": "h", "appliedPolicyVersion": 7},
-                            {"participantId": "p2", "host": "h", "appliedPolicyVersion": 6}]}
-    done, total, applied = derive.applied(doc, 7)
-    assert (done, total, [r["applied"] for r in applied]) == (1, 2, ["yes", "not yet"])
+    doc = participants([participant("p1", appliedPolicyVersion=7, secondsSinceLastSeen=0.4),
+                        participant("p2", appliedPolicyVersion=6, secondsSinceLastSeen=120.0)],
+                       gone=[departed(appliedPolicyVersion=7)])
+    done, total, applied = derive_participants.applied(doc, 7)
+    assert (done, total) == (1, 2)      # the live ones only
+    assert [(r["participant"], r["applied"], r["last report"]) for r in applied] == [
+        ("p1", "yes", "0 s ago"), ("p2", "not yet", "2 min ago")]
     audit = derive.audit_rows({"entries": [{"policyVersion": 3, "time": 1.0, "actor": "admin", "method": "PUT",
                                             "endpoint": "/x", "oldValue": None, "newValue": {"q": 1}}]})
     assert audit == [{"version": 3, "time": 1.0, "actor": "admin", "method": "PUT", "endpoint": "/x",
@@ -144,9 +171,25 @@ def test_config_from_the_environment_then_the_data_dir(tmp_path: Path) -> None:
 
 
 def test_a_topic_s_own_resource_group_wins_over_its_namespace_s_as_on_the_participants() -> None:
-    history = {"series": [series("topic", "acme/web/clicks", admittedMsgsPerSecond=[40.0, 40.0]),
-                          series("topic", "acme/web/views", admittedMsgsPerSecond=[10.0, 10.0])]}
-    rgs = {"resourceGroups": [{"name": "web", "namespaces": ["acme/web"]},
-                              {"name": "vip", "topics": ["acme/web/clicks"]}]}
-    assert derive.child_shares(history, ("resource_group", "web"), rgs) == {"acme/web/views": 10.0}
-    assert derive.child_shares(history, ("resource_group", "vip"), rgs) == {"acme/web/clicks": 40.0}
+    doc = history([series("topic", "acme/web/clicks", admittedMsgsPerSecond=[40.0, 40.0]),
+                   series("topic", "acme/web/views", admittedMsgsPerSecond=[10.0, 10.0])])
+    rgs = resource_groups([resource_group("web", namespaces=["acme/web"]),
+                           resource_group("vip", topics=["acme/web/clicks"])])
+    assert derive.child_shares(doc, ("resource_group", "web"), rgs) == {"acme/web/views": 10.0}
+    assert derive.child_shares(doc, ("resource_group", "vip"), rgs) == {"acme/web/clicks": 40.0}
+
+
+def test_nothing_to_show_until_a_participant_reported_or_history_has_a_series() -> None:
+    assert derive_participants.is_empty(participants(), history([]))
+    assert derive_participants.is_empty(participants())
+    assert not derive_participants.is_empty(participants(gone=[departed()]), history([]))
+    assert not derive_participants.is_empty(participants(), history([series("topic", "a/b/c", tokensMsgs=[1.0])]))
+
+
+def test_mutation_quotas_one_row_per_participant_and_client() -> None:
+    quota = {"user": "alice", "client_id": "etl", "tokens": -6.004, "rate": 2.0, "throttle_time_s": 3.0}
+    doc = participants([participant("p1", mutationQuotas=[quota, {**quota, "client_id": "ui", "tokens": 4.0}]),
+                        participant("p2")])
+    assert derive_participants.mutation_rows(doc) == [
+        {"user": "alice", "client id": "etl", "participant": "p1", "tokens": -6.0, "rate /s": 2.0, "throttle s": 3.0},
+        {"user": "alice", "client id": "ui", "participant": "p1", "tokens": 4.0, "rate /s": 2.0, "throttle s": 3.0}]

@@ -1,4 +1,5 @@
-"""Figure builders on plain data: the expected traces, debt below zero marked, limits drawn, empty data handled."""
+"""Figure builders on history points and table rows: the expected traces, debt below zero marked, limits drawn,
+empty data handled; the points as ``data.history`` gives them (``HistoryPoint``s)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,21 @@ import plotly.graph_objects as go
 import pytest
 
 from dashboard import figures
+from protocol.state import HistoryPoint, HistorySeries
 
 pytestmark = pytest.mark.unit
 
 T0 = 1_800_000_000.0
 
 
-def points(**series: list[float | None]) -> list[dict]:
+def points_json(**series: list[float | None]) -> list[dict]:
+    """History points as /v1/state/history sends them: one value per field per point."""
     n = len(next(iter(series.values())))
     return [{"t": T0 + i, **{k: v[i] for k, v in series.items()}} for i in range(n)]
+
+
+def points(**series: list[float | None]) -> list[HistoryPoint]:
+    return [HistoryPoint.model_validate(p) for p in points_json(**series)]
 
 
 def trace(fig: go.Figure, name: str):  # type: ignore[no-untyped-def]
@@ -49,13 +56,17 @@ def test_rate_vs_limit_and_throttled_figures() -> None:
     assert [t.name for t in figures.rate_vs_limit_figure(pts, None).data] == ["admitted msgs/s"]
     bars = figures.throttled_figure(pts)
     assert bars.data[0].type == "bar" and list(bars.data[0].y) == [0.0, 2.0, 5.0]
+    fig = figures.rate_vs_limit_figure(points(admittedMsgsPerSecond=[1.0, 2.0], admittedBytesPerSecond=[10.0, 20.0]),
+                                       None, "bytes")
+    assert list(trace(fig, "admitted bytes/s").y) == [10.0, 20.0]
 
 
 def test_overview_figures_one_trace_per_limiter_and_admitted_vs_limit() -> None:
-    series = [{"level": "topic", "kind": "publish", "name": "a/b/c", "points": points(throttleSecondsPerSecond=[1, 2])},
-              {"level": "tenant", "kind": "publish", "name": "a", "points": points(throttleSecondsPerSecond=[0, 1])}]
+    series = [HistorySeries(level="topic", kind="publish", name="a/b/c", points=points(throttleSecondsPerSecond=[1, 2])),
+              HistorySeries(level="tenant", kind="publish", name="a", points=points(throttleSecondsPerSecond=[0, 1]))]
     fig = figures.throttle_time_figure(series, ["topic a/b/c", "tenant a"])
-    assert [t.name for t in fig.data] == ["topic a/b/c", "tenant a"]
+    assert [(t.name, list(t.y)) for t in fig.data] == [("topic a/b/c", [1.0, 2.0]), ("tenant a", [0.0, 1.0])]
+    assert [t.name for t in figures.throttle_time_figure(series).data] == ["topic a/b/c", "tenant a"]
     rows = [{"target": "topic a/b/c", "admitted msgs/s": 39.5, "limit msgs/s": 40.0}]
     fig = figures.admitted_vs_limit_figure(rows)
     assert [(t.name, list(t.y)) for t in fig.data] == [("admitted", [39.5]), ("limit", [40.0])]

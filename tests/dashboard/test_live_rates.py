@@ -13,17 +13,19 @@ import pytest
 from controlplane.state import LiveState
 from dashboard import data, rates
 from protocol import Report
+from protocol.state import HistoryPoint, HistoryState
 from tests.controlplane.conftest import report
 from tests.controlplane.fake_clock import FakeClock
+
+from .answers import state
 
 pytestmark = pytest.mark.unit
 
 INTERVAL = 0.25
 RATE = 100.0
-FIELD = "admittedMsgsPerSecond"
 
 
-def steady_history(seed: int, batch: float, seconds: float = 120.0, participants: int = 1) -> dict[str, Any]:
+def steady_history(seed: int, batch: float, seconds: float = 120.0, participants: int = 1) -> HistoryState:
     """The history after ``seconds`` of ``participants`` together admitting RATE msgs/s in batches of ``batch``
     (each a batch every batch / its rate seconds), each reporting every INTERVAL +- 30 %, uniformly at random."""
     rnd = random.Random(seed)
@@ -42,12 +44,12 @@ def steady_history(seed: int, batch: float, seconds: float = 120.0, participants
                                                                  counters=counters)))
         assert accepted, why
         due[pid] += INTERVAL * (1 + rnd.uniform(-0.3, 0.3))
-    return live.history()
+    return state("/v1/state/history", live.history())     # as /v1/state/history answers it, as data reads it
 
 
-def values(history: dict[str, Any]) -> list[float]:
-    [series] = history["series"]
-    return [p[FIELD] for p in series["points"] if p[FIELD] is not None]
+def values(history: HistoryState) -> list[float]:
+    [series] = history.series
+    return [p.admittedMsgsPerSecond for p in series.points if p.admittedMsgsPerSecond is not None]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
@@ -80,18 +82,24 @@ def test_the_pages_get_the_smoothed_rates_and_a_span_more_history(monkeypatch: p
     monkeypatch.setattr(data, "health", lambda conn: {"reportIntervalSeconds": INTERVAL})
     got = data.history(data.Conn("http://127.0.0.1:1"), 60.0)
     assert dict(asked[0])["seconds"] == 60.0 + rates.span_s(INTERVAL)
+    assert isinstance(got, data.History)
     shown = values(got)
-    assert got["source"] == "control plane" and len(shown) >= 60 / INTERVAL * 0.8
+    assert got.source == "control plane" and len(shown) >= 60 / INTERVAL * 0.8
+    assert got.rateSpanSeconds == rates.span_s(INTERVAL)
     assert all(abs(v - RATE) <= 0.1 * RATE for v in shown), (min(shown), max(shown))
-    [series] = got["series"]
-    assert series["points"][-1]["t"] - series["points"][0]["t"] < 60.0
+    [series] = got.series
+    assert series.points[-1].t - series.points[0].t < 60.0
 
 
 def test_smoothing_weighs_each_point_by_the_time_it_covers_and_leaves_levels_alone() -> None:
-    points = [{"t": 0.0, FIELD: None, "tokensMsgs": 5.0}, {"t": 1.0, FIELD: 10.0, "tokensMsgs": -2.0},
-              {"t": 3.0, FIELD: 40.0, "tokensMsgs": 1.0}, {"t": 10.0, FIELD: 7.0, "tokensMsgs": 0.0}]
+    points = [HistoryPoint(t=0.0, admittedMsgsPerSecond=None, tokensMsgs=5.0),
+              HistoryPoint(t=1.0, admittedMsgsPerSecond=10.0, tokensMsgs=-2.0, throttledPerSecond=4.0),
+              HistoryPoint(t=3.0, admittedMsgsPerSecond=40.0, tokensMsgs=1.0),
+              HistoryPoint(t=10.0, admittedMsgsPerSecond=7.0, tokensMsgs=0.0, participants=2)]
     got = rates.smooth_points(points, 1.0, span=3.0)
-    assert [p[FIELD] for p in got] == [None, 10.0, pytest.approx((10 * 1 + 40 * 2) / 3), 7.0]
-    assert [p["tokensMsgs"] for p in got] == [5.0, -2.0, 1.0, 0.0]
-    assert points[2][FIELD] == 40.0    # the input is not changed
+    assert [p.admittedMsgsPerSecond for p in got] == [None, 10.0, pytest.approx((10 * 1 + 40 * 2) / 3), 7.0]
+    assert [p.throttledPerSecond for p in got] == [None, 4.0, 4.0, None]   # every rate field, each on its own
+    assert [p.tokensMsgs for p in got] == [5.0, -2.0, 1.0, 0.0]
+    assert [p.participants for p in got] == [0, 0, 0, 2]
+    assert points[2].admittedMsgsPerSecond == 40.0    # the input is not changed
     assert rates.span_s(0.25) == rates.MIN_SPAN_S and rates.span_s(2.0) == 8.0

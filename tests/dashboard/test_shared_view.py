@@ -1,5 +1,6 @@
-"""The overview's shared-limits section on plain data: rows per limit and per participant from /v1/state/shared,
-over-admission and stranded quota first, unlimited and no-grant values in words, and the usage-vs-share chart."""
+"""The overview's shared-limits section on plain data: rows per limit and per participant from /v1/state/shared
+(its JSON, read through the dashboard's model), over-admission and stranded quota first, unlimited and no-grant
+values in words, and the usage-vs-share chart."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 import pytest
 
 from dashboard import derive_shared, figures
+
+from .answers import shared
 
 pytestmark = pytest.mark.unit
 
@@ -18,7 +21,7 @@ def who(pid: str, demand: float, usage: float, share: Any, granted: Any = 0.0) -
             "usageBytesPerSecond": 0.0, "shareBytesPerSecond": "unlimited", "grantedBytesInWindow": "unlimited"}
 
 
-def limit(level: str, name: str, cap: Any, people: list[dict[str, Any]], byts: Any = "unlimited",
+def limit_json(level: str, name: str, cap: Any, people: list[dict[str, Any]], byts: Any = "unlimited",
           granted: Any = None, window: float | None = 1.0) -> dict[str, Any]:
     usage = sum(p["usageMsgsPerSecond"] for p in people)
     return {"key": f"{level}:publish:{name}", "level": level, "direction": "publish", "name": name,
@@ -26,15 +29,17 @@ def limit(level: str, name: str, cap: Any, people: list[dict[str, Any]], byts: A
             "usageMsgsPerSecond": usage, "demandMsgsPerSecond": sum(p["demandMsgsPerSecond"] for p in people),
             "usageBytesPerSecond": 0.0, "demandBytesPerSecond": 0.0, "grantedMsgsInWindow": granted,
             "grantedBytesInWindow": "unlimited",
-            "utilisation": None if cap == "unlimited" else usage / cap, "participants": people}
+            "utilisation": None if cap == "unlimited" else usage / cap,
+            "utilisationBytes": None if byts == "unlimited" else 0.0, "participants": people}
 
 
-STRANDED = limit("tenant", "acme", 100.0, [who("a", 10, 10, 50, 12), who("b", 120, 50, 50, 50)], granted=62)
-OVER = limit("topic", "acme/web/clicks", 50.0, [who("a", 40, 40, None, None), who("b", 40, 40, None, None)],
-             window=None)
-FINE = limit("resource_group", "rg", 100.0, [who("a", 60, 59, 60, 15), who("b", 40, 40, 40, 10)], granted=99.5)
-FREE = limit("namespace", "acme/web", "unlimited", [who("a", 10, 10, "unlimited", "unlimited")], granted="unlimited")
-DOC = {"policyVersion": 3, "learning": False, "limits": [FREE, FINE, STRANDED, OVER]}
+DOC = shared([
+    limit_json("namespace", "acme/web", "unlimited", [who("a", 10, 10, "unlimited", "unlimited")], granted="unlimited"),
+    limit_json("resource_group", "rg", 100.0, [who("a", 60, 59, 60, 15), who("b", 40, 40, 40, 10)], granted=99.5),
+    limit_json("tenant", "acme", 100.0, [who("a", 10, 10, 50, 12), who("b", 120, 50, 50, 50)], granted=62),
+    limit_json("topic", "acme/web/clicks", 50.0, [who("a", 40, 40, None, None), who("b", 40, 40, None, None)],
+               window=None)])
+FREE, FINE, STRANDED, OVER = DOC.limits
 
 
 def test_over_admission_and_stranded_quota_are_named_and_come_first() -> None:
@@ -67,13 +72,15 @@ def test_participant_rows_show_demand_usage_share_and_who_strands_the_quota() ->
 
 
 def test_a_limit_set_in_bytes_only_is_shown_in_bytes() -> None:
-    byts = limit("tenant", "beta", "unlimited", [who("a", 1, 1, "unlimited")], byts=1000.0)
-    byts["participants"][0].update(usageBytesPerSecond=980.0, demandBytesPerSecond=1500.0, shareBytesPerSecond=800.0)
-    byts.update(usageBytesPerSecond=980.0, demandBytesPerSecond=1500.0)
+    only_bytes = limit_json("tenant", "beta", "unlimited", [who("a", 1, 1, "unlimited")], byts=1000.0)
+    only_bytes["participants"][0].update(usageBytesPerSecond=980.0, demandBytesPerSecond=1500.0,
+                                         shareBytesPerSecond=800.0)
+    only_bytes.update(usageBytesPerSecond=980.0, demandBytesPerSecond=1500.0, utilisationBytes=0.98)
+    [byts] = shared([only_bytes]).limits
     assert derive_shared.dimension(byts) == "bytes" and derive_shared.dimension(FINE) == "msgs"
     assert derive_shared.chart(byts) == ("tenant beta", 1000.0, "B/s")
     assert derive_shared.chart(FREE) == ("namespace acme/web", "unlimited", "msgs/s")
-    [row] = derive_shared.summary_rows({"limits": [byts]})
+    [row] = derive_shared.summary_rows(shared([only_bytes]))
     assert (row["limit B/s"], row["admitted B/s"], row["status"]) == (1000.0, 980.0, "ok")
     [who_row] = derive_shared.participant_rows(byts)
     assert (who_row["share B/s"], who_row["held back B/s"]) == (800.0, 520.0)

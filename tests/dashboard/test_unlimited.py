@@ -7,7 +7,10 @@ import math
 
 import pytest
 
-from dashboard import derive, figures
+from dashboard import derive, derive_participants, figures
+from protocol.state import HistoryPoint
+
+from .answers import buckets, participant, participants, resource_group, resource_groups
 
 pytestmark = pytest.mark.unit
 
@@ -25,25 +28,28 @@ def test_a_limit_reads_as_its_number_and_a_zero_share_stays_zero() -> None:
 
 
 def test_tables_show_unlimited_limits_quotas_and_permits() -> None:
-    buckets = {"totals": [{"level": "topic", "kind": "publish", "name": "a/b/c", "participants": 2,
-                           "msgs": {"tokens": 1.0, "rate": 80.0, "capacity": 80.0},
+    doc = buckets(totals=[{"level": "topic", "kind": "publish", "name": "a/b/c", "participants": 2,
+                           "msgs": {"tokens": -3.0, "rate": 80.0, "capacity": 80.0},
                            "bytes": {"tokens": 0.0, "rate": 0.0, "capacity": 0.0}},
                           {"level": "broker", "kind": "publish", "name": "broker", "participants": 1,
-                           "msgs": None, "bytes": None}]}
-    rows = derive.bucket_rows(buckets)
+                           "msgs": {"tokens": 0.0, "rate": 0.0, "capacity": 0.0},     # no bucket: summed as 0
+                           "bytes": {"tokens": 0.0, "rate": 0.0, "capacity": 0.0}}])
+    rows = derive.bucket_rows(doc)
     assert [(r["msgs limit"], r["bytes limit"]) for r in rows] == [(80.0, "unlimited"), ("unlimited", "unlimited")]
+    assert [(r["msgs tokens"], r["in debt"]) for r in rows] == [(-3.0, True), (0.0, False)]
     use = {"usage_msgs_per_s": 5.0, "demand_msgs_per_s": 9.0, "usage_bytes_per_s": 50.0, "demand_bytes_per_s": 0.0}
-    rgs = {"resourceGroups": [{"name": "rg", "publish": {"quotaMsgsPerSecond": -1, "participants": {
+    publish = {"quotaMsgsPerSecond": -1, "quotaBytesPerSecond": -1, "participants": {
         "p1": {**use, "allocation_msgs_per_s": -1, "allocation_bytes_per_s": -1},
-        "p2": {**use, "allocation_msgs_per_s": 0.0, "allocation_bytes_per_s": 10.0}}}}]}
+        "p2": {**use, "allocation_msgs_per_s": 0.0, "allocation_bytes_per_s": 10.0}}}
+    rgs = resource_groups([resource_group("rg", publish=publish)])
     rows = derive.rg_rows(rgs)
     assert [(r["quota msgs/s"], r["quota bytes/s"], r["group quota msgs/s"]) for r in rows] == [
         ("unlimited", "unlimited", "unlimited"), (0.0, 10, "unlimited")]      # p2's share is a real 0
     offload = {"read_bytes_total": 1, "limited_total": 0, "offload_time_seconds_total": 0.0, "reading_max_bytes": 1,
                "errors_total": 0}
-    people = {"participants": [{"participantId": "p1", "offload": {**offload, "limit_bytes_per_s": -1}},
-                               {"participantId": "p2", "offload": {**offload, "limit_bytes_per_s": 500}}]}
-    assert [r["permits bytes/s"] for r in derive.offload_rows(people)] == ["unlimited", 500]
+    people = participants([participant("p1", offload={**offload, "limit_bytes_per_s": -1}),
+                           participant("p2", offload={**offload, "limit_bytes_per_s": 500})])
+    assert [r["permits bytes/s"] for r in derive_participants.offload_rows(people)] == ["unlimited", 500]
 
 
 def test_the_audit_log_and_the_confirmation_say_unlimited_for_a_limit_field() -> None:
@@ -62,7 +68,7 @@ def test_the_audit_log_and_the_confirmation_say_unlimited_for_a_limit_field() ->
 
 
 def test_a_rate_chart_without_a_limit_says_unlimited() -> None:
-    pts = [{"t": 1_800_000_000.0 + i, "admittedMsgsPerSecond": 5.0} for i in range(3)]
+    pts = [HistoryPoint(t=1_800_000_000.0 + i, admittedMsgsPerSecond=5.0) for i in range(3)]
     fig = figures.rate_vs_limit_figure(pts, None)
     assert [t.name for t in fig.data] == ["admitted msgs/s"]
     assert [a.text for a in fig.layout.annotations] == ["limit: unlimited"]
