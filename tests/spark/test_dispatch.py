@@ -80,7 +80,11 @@ def test_dispatch_subscription_and_topic_limits(spark, admin, broker_settings, t
     assert 0.9 * 500 <= rate <= 1.05 * 500, f"topic acme/batch/events: {rate:.1f} msgs/s against 500"
     throttled = summary["throttled_reads"]
     assert throttled["subscription:acme/stream/orders/etl"] > 0 and throttled["topic:acme/batch/events"] > 0
-    assert throttled["topic:acme/stream/orders"] == 0 and throttled["broker:broker"] == 0
+    # the stream topic's 2000 does not bind: the subscriptions' limits throttle hundreds of reads, the topic's at
+    # most a few, while one of its shared grants is in flight on a loaded machine (4 of 648 in one CI run)
+    by_subscriptions = sum(throttled[f"subscription:acme/stream/orders/{s}"] for s in ("etl", "audit"))
+    assert throttled["topic:acme/stream/orders"] <= 0.02 * by_subscriptions, throttled
+    assert throttled["broker:broker"] == 0
 
 
 def test_dispatch_broker_limit_counting_entries_resumes_from_the_cursor(spark, broker_settings, tmp_path: Path):
