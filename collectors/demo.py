@@ -47,9 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import Field
 
-from protocol.settings import BearerToken, ConfigError, ControlPlaneUrl, EnvSettings
+from protocol.settings import ConfigError, ControlPlaneAccess
 
 from .jobs.publish import DEMO_TOPICS, PublishConfig, run_publish
 
@@ -83,15 +82,6 @@ SEED: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/admin/v2/persistent/demo/backlog/events/subscriptionDispatchRate",
      {"dispatchThrottlingRateInMsg": 120, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1}),
 ]
-
-
-class _Settings(EnvSettings):
-    """The control plane and its tokens: flags over THROTTLESCOPE_* variables over the defaults."""
-
-    url: ControlPlaneUrl = "http://127.0.0.1:8000"
-    data_dir: Path = Path("./data")
-    admin_token: BearerToken = Field(None, repr=False)
-    token: BearerToken = Field(None, repr=False)
 
 
 def _token(name: str, given: str | None, data_dir: Path, file: str, deadline: float) -> str:
@@ -205,10 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--round-s and --duration-s must be > 0 seconds")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     log.setLevel(logging.INFO)
-    flags = {"url": args.url, "data_dir": args.data_dir}
     try:
-        settings = _Settings.from_env(given={k: v for k, v in flags.items() if v is not None},
-                                      given_as={"url": "--url", "data_dir": "--data-dir"})
+        settings = ControlPlaneAccess.from_flags(args, {"url": "--url", "data_dir": "--data-dir"})
     except ConfigError as e:
         parser.error(str(e))
     url, data_dir = settings.url or "", settings.data_dir

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
-from pydantic import Field
 
 from controlplane.models import RoleName
-from protocol.settings import BearerToken, ConfigError, ControlPlaneUrl, EnvSettings
+from protocol.settings import ConfigError, ControlPlaneAccess
 
 __all__ = ["COMMANDS", "main"]
 
@@ -59,21 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-class _Settings(EnvSettings):
-    """Where the control plane is and whose token to use: flags over the environment over the defaults."""
-
-    url: ControlPlaneUrl = "http://127.0.0.1:8000"
-    admin_token: BearerToken = Field(None, repr=False)
-    data_dir: Path = Path("./data")
+FLAGS = {"url": "--url", "data_dir": "--data-dir"}
 
 
-def _settings(args: argparse.Namespace, env: Mapping[str, str] | None) -> _Settings:
-    flags = {"url": args.url, "data_dir": args.data_dir}
-    return _Settings.from_env(env, given={k: v for k, v in flags.items() if v is not None},
-                              given_as={"url": "--url", "data_dir": "--data-dir"})
-
-
-def _token(args: argparse.Namespace, settings: _Settings) -> str:
+def _token(args: argparse.Namespace, settings: ControlPlaneAccess) -> str:
     if args.token_file:
         path = Path(args.token_file)
     elif settings.admin_token:
@@ -122,7 +110,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None, out: TextIO 
     out, err = out or sys.stdout, err or sys.stderr
     args = _parser().parse_args(list(argv)[1:])
     try:
-        settings = _settings(args, env)
+        settings = ControlPlaneAccess.from_flags(args, FLAGS, env)
         headers = {"Authorization": f"Bearer {_token(args, settings)}"}
         with httpx.Client(base_url=settings.url or "", headers=headers, timeout=10) as c:
             if args.command == "create":

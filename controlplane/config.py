@@ -11,7 +11,6 @@ message never shows the token).
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -114,11 +113,7 @@ FLAGS = {"host": "--host", "port": "--port", "data_dir": "--data-dir", "report_i
 
 def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Flags win over environment variables, which win over defaults. Raises ConfigError."""
-    args = vars(_parser().parse_args(argv))
-    given = {field: args[flag.removeprefix("--").replace("-", "_")] for field, flag in FLAGS.items()}
-    given = {field: value for field, value in given.items() if value is not None}
-    return Settings.from_env(os.environ if env is None else env, given=given,
-                             given_as={field: FLAGS[field] for field in given})
+    return Settings.from_flags(_parser().parse_args(argv), FLAGS, env)
 
 
 def package_version() -> str:

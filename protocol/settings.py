@@ -20,15 +20,16 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = ["ConfigError", "EnvSettings", "between", "whole_between", "switch", "PREFIX", "MIN_INTERVAL_S",
-           "MAX_INTERVAL_S", "IntervalSeconds", "BearerToken", "ControlPlaneUrl", "token_problem", "MIN_TOKEN_LEN", "MAX_TOKEN_LEN"]
+           "MAX_INTERVAL_S", "IntervalSeconds", "BearerToken", "ControlPlaneUrl", "token_problem", "ControlPlaneAccess", "MIN_TOKEN_LEN", "MAX_TOKEN_LEN"]
 
 PREFIX = "THROTTLESCOPE_"
 # the report interval, as the control plane tells it and a participant accepts it
@@ -215,3 +216,24 @@ class EnvSettings(BaseSettings):
         flags, by field name; ``given_as``: how the user wrote each, for the error)."""
         with _reading(env, given_as or {}):
             return cls(**dict(given or {}))
+
+    @classmethod
+    def from_flags(cls, args: Any, flags: Mapping[str, str], env: Mapping[str, str] | None = None) -> Self:
+        """``from_env`` under the command-line flags given: ``args`` is argparse's namespace (or a mapping by
+        each flag's dest), ``flags`` maps a field to its flag (``{"data_dir": "--data-dir"}``). A flag left out
+        (None) leaves its field to the environment; an error names the flag."""
+        values = args if isinstance(args, Mapping) else vars(args)
+        given = {field: values[flag.removeprefix("--").replace("-", "_")] for field, flag in flags.items()}
+        given = {field: value for field, value in given.items() if value is not None}
+        return cls.from_env(env, given=given, given_as={field: flags[field] for field in given})
+
+
+class ControlPlaneAccess(EnvSettings):
+    """How a command-line client of a control plane on this machine finds it (THROTTLESCOPE_URL) and its tokens:
+    given in the environment (THROTTLESCOPE_ADMIN_TOKEN, THROTTLESCOPE_TOKEN), else in the files the control
+    plane writes in its data directory (THROTTLESCOPE_DATA_DIR)."""
+
+    url: ControlPlaneUrl = "http://127.0.0.1:8000"
+    data_dir: Path = Path("./data")
+    admin_token: BearerToken = Field(None, repr=False)
+    token: BearerToken = Field(None, repr=False)

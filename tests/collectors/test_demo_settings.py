@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.demo import _Settings, main
+from collectors.demo import main
+from protocol.settings import ControlPlaneAccess
 
 pytestmark = pytest.mark.unit
 
@@ -15,9 +16,10 @@ def test_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("THROTTLESCOPE_URL", "http://cp.example:8000/")
     monkeypatch.setenv("THROTTLESCOPE_DATA_DIR", "/srv/cp")
     monkeypatch.setenv("THROTTLESCOPE_TOKEN", "p" * 20)
-    s = _Settings.from_env()
+    s = ControlPlaneAccess.from_env()
     assert (s.url, s.data_dir, s.token, s.admin_token) == ("http://cp.example:8000", Path("/srv/cp"), "p" * 20, None)
-    s = _Settings.from_env(given={"url": "http://127.0.0.1:9"}, given_as={"url": "--url"})
+    s = ControlPlaneAccess.from_flags({"url": "http://127.0.0.1:9", "data_dir": None},
+                                      {"url": "--url", "data_dir": "--data-dir"})
     assert s.url == "http://127.0.0.1:9" and "p" * 20 not in repr(s)
 
 
