@@ -18,7 +18,9 @@ a producer or a producer goes away):
   admitted nothing and had none of its producers waiting (on it or on another level) gives its unspent tokens back
   at once, so the worker that gets the next task finds them.
 A steadily sending participant asks about four times a second per limit; a task's first send waits one round
-trip; the gap between two micro-batches is caught up, because the window counts grants, not time.
+trip; the gap between two micro-batches is caught up, because the window counts grants, not time. Each ask says
+what the pool holds and what it spent since the last, and when (``collectors.spends``): the control plane counts
+tokens when they are spent too (``limiter.spent``).
 
 While the control plane cannot be reached (``unreachable``): a pool spends what it holds for ``OUTAGE_SWITCH_S``
 (by then every other participant's pool has run dry too), then the limiter runs at the ``safe`` rate the
@@ -38,7 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
-from protocol import Grant, GrantAsk, GrantRequest, parse_limit_key
+from protocol import Grant, GrantAsk, GrantRequest, Spend, parse_limit_key
+
+from .spends import SpendLog
 
 __all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
            "DEFAULT_CHUNK_S"]
@@ -113,11 +117,14 @@ class Grants:
         return now >= self._retry_at.get(key, -math.inf)
 
     def ask(self, key: str, wants: tuple[float, float], returns: tuple[float, float] = (0.0, 0.0),
-            rate: tuple[float, float] = (0.0, 0.0)) -> GrantAsk:
+            rate: tuple[float, float] = (0.0, 0.0), held: tuple[float | None, float | None] = (None, None),
+            spent: list[Spend] | None = None) -> GrantAsk:
+        """The ask for ``key``; ``held``/``spent``: what the pool holds after ``returns`` and spent since its last
+        ask (``collectors.spends``)."""
         level, direction, name = parse_limit_key(key)
         last = self._last.get(key)
-        return GrantAsk(level=level, name=name, direction=direction,
-                        wants_msgs=_tokens(wants[0]), wants_bytes=_tokens(wants[1]),
+        return GrantAsk(level=level, name=name, direction=direction, held_msgs=held[0], held_bytes=held[1],
+                        spent=spent or [], wants_msgs=_tokens(wants[0]), wants_bytes=_tokens(wants[1]),
                         rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
                         returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
                         safe_msgs_per_s=max(0.0, last.safe_msgs_per_s) if last else 0.0,
@@ -159,7 +166,6 @@ def _tokens(v: float | None) -> float:
     return v if v is not None and math.isfinite(v) and v > 0 else 0.0
 
 
-
 class GrantKeeper:
     """Keeps the pools filled and gives back what idle ones hold (see the module essay)."""
 
@@ -175,6 +181,7 @@ class GrantKeeper:
         self._moved: dict[str, tuple[float, float]] = {}   # key -> (admitted counter, when it last moved)
         self._pace: dict[str, tuple[float, float, float]] = {}   # key -> (counter, at, msgs/s spent: an EWMA)
         self._left: set[str] = set()    # limits it told the control plane it is done with (until it asks again)
+        self.spends = SpendLog()
         self._lock = threading.Lock()   # one round at a time: the keeper's thread, or a new producer's
         self.asks = 0
         self.returns = 0
@@ -220,6 +227,7 @@ class GrantKeeper:
         seen = set()
         for pool in self._pools():
             seen.add(pool.key)
+            self.spends.look(pool.key, pool.balance, now)
             moved_at = self._moved_at(pool.key, pool.admitted, now, pool.waiting or pool.held_up)
             held = tuple(max(0.0, b or 0.0) for b in pool.balance)
             idle = now - moved_at >= self.idle_s
@@ -227,8 +235,10 @@ class GrantKeeper:
                 if held[0] > 0 or held[1] > 0 or pool.key not in self._left:
                     # give back what it holds, and say it is done (even holding nothing, or a debt: the others'
                     # fair shares grow at once); a debt stays here, for its next task to repay
-                    pool.deposit(-held[0], -held[1])
-                    asks.append((self.grants.ask(pool.key, (0.0, 0.0), (held[0], held[1])), pool))
+                    self._deposit(pool, -held[0], -held[1])
+                    kept = tuple(None if b is None else min(b, 0.0) for b in pool.balance)
+                    asks.append((self.grants.ask(pool.key, (0.0, 0.0), (held[0], held[1]), held=kept,
+                                                 spent=self.spends.unsent(pool.key, now)), pool))
                     self._left.add(pool.key)
                 continue
             self._left.discard(pool.key)
@@ -257,12 +267,14 @@ class GrantKeeper:
                          limit.bytes_per_s() if limit.bytes_limited else 0.0)
                 rate = whole if hungry or spent_per_s is None else (
                     min(whole[0], HEADROOM * spent_per_s), whole[1])
-                asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate), pool))
+                asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate, held=pool.balance,
+                                             spent=self.spends.unsent(pool.key, now)), pool))
         for key in [k for k in self._moved if k not in seen]:
             del self._moved[key]
             self._pace.pop(key, None)
         self._left &= seen
         self.grants.forget(seen)
+        self.spends.forget(seen)
         if not asks:
             return 0
         try:
@@ -275,13 +287,18 @@ class GrantKeeper:
             return 0
         for (ask, pool), grant in zip(asks, answers, strict=False):
             self.grants.record(ask, grant, now)
+            self.spends.answered(pool.key)
             if grant.msgs > 0 or grant.bytes > 0:
-                pool.deposit(max(0.0, grant.msgs), max(0.0, grant.bytes))
+                self._deposit(pool, max(0.0, grant.msgs), max(0.0, grant.bytes))
             if ask.wants_msgs > 0 or ask.wants_bytes > 0:
                 self.asks += 1
             else:
                 self.returns += 1
         return len(asks)
+
+    def _deposit(self, pool: Pool, msgs: float, bytes_: float) -> None:
+        pool.deposit(msgs, bytes_)
+        self.spends.deposited(pool.key, msgs, bytes_)   # (not a spend)
 
     def _spent_per_s(self, key: str, admitted: float, now: float) -> float | None:
         """Messages per second the pool spends (an average over about a second), None until measured."""

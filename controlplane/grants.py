@@ -127,12 +127,10 @@ class GrantBook:
                 proportional = limit.strategy.value == "proportional"
                 # an ask that wants nothing at all says the participant is done with the limit for now
                 leaving = ask.wants_msgs <= 0 and ask.wants_bytes <= 0
-                m = _one(windows.msgs, participant_id, rate.msgs if rate.msgs_limited else -1, rate.period_s,
-                         ask.wants_msgs, ask.rate_msgs_per_s, ask.returns_msgs, ask.safe_msgs_per_s, now, learning,
-                         proportional, leaving)
-                b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s,
-                         ask.wants_bytes, ask.rate_bytes_per_s, ask.returns_bytes, ask.safe_bytes_per_s, now,
-                         learning, proportional, leaving)
+                m = _one(windows.msgs, participant_id, rate.msgs if rate.msgs_limited else -1, rate.period_s, ask,
+                         "msgs", now, learning, proportional, leaving)
+                b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
+                         "bytes", now, learning, proportional, leaving)
                 out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction,
                                  msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3]),
                                  bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
@@ -199,13 +197,17 @@ class GrantBook:
         return out
 
 
-def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, wants: float, rate_per_s: float,
-         returns: float, safe_was_per_s: float, now: float, learning: bool,
-         proportional: bool, leaving: bool = False) -> tuple[float, float, float, float, float]:
-    """(granted, fair chunk, safe rate per second, retry_s, fair rate per second) for one dimension; -1s when it
-    is unlimited."""
+def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask: GrantAsk, dim: str, now: float,
+         learning: bool, proportional: bool, leaving: bool = False) -> tuple[float, float, float, float, float]:
+    """(granted, fair chunk, safe rate per second, retry_s, fair rate per second) for dimension ``dim`` ("msgs"
+    or "bytes") of ``ask``; -1s when it is unlimited."""
     if capacity <= 0:
         return -1.0, -1.0, -1.0, 0.0, -1.0
+    wants, rate_per_s = getattr(ask, f"wants_{dim}"), getattr(ask, f"rate_{dim}_per_s")
+    returns, safe_was_per_s = getattr(ask, f"returns_{dim}"), getattr(ask, f"safe_{dim}_per_s")
+    held = getattr(ask, f"held_{dim}")
+    if held is not None:   # it says what it holds and spent: its grants count until spent (limiter.grants)
+        window.report(holder, held, [(now - s.ago_s, getattr(s, dim)) for s in ask.spent], now)
     # counted before a give-back or a leave: the answer to one is the last a participant may get before an
     # outage (a stream's worker gives back at the end of every micro-batch), and its fallback must still count it
     holders_before = window.holders(now)

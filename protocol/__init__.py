@@ -59,6 +59,7 @@ from .rules import (
     split_topic,
 )
 from .wire import (
+    MAX_SPENDS,
     BucketSnapshot,
     DimensionSnapshot,
     Goodbye,
@@ -75,6 +76,7 @@ from .wire import (
     Report,
     ReportResponse,
     SharedUsage,
+    Spend,
     UsageValues,
 )
 
@@ -87,5 +89,5 @@ __all__ = [
     "PolicyView", "applicable", "resource_group_for", "setting_rate", "split_topic",
     "BucketSnapshot", "DimensionSnapshot", "Goodbye", "Grant", "GrantAnswer", "GrantAsk", "GrantRequest",
     "LimiterCounters", "MutationQuotaSnapshot", "OffloadStats", "Participant", "QueueEntry", "QueueSnapshot",
-    "Report", "ReportResponse", "SharedUsage", "UsageValues",
+    "Report", "ReportResponse", "SharedUsage", "Spend", "UsageValues", "MAX_SPENDS",
 ]

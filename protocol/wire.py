@@ -42,8 +42,8 @@ from .policies import PolicySet
 
 __all__ = [
     "Participant", "SharedUsage", "DimensionSnapshot", "BucketSnapshot", "QueueEntry", "QueueSnapshot",
-    "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye", "GrantAsk", "GrantRequest",
-    "Grant", "GrantAnswer", "UsageValues", "ReportResponse",
+    "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye", "Spend", "GrantAsk", "GrantRequest",
+    "Grant", "GrantAnswer", "UsageValues", "ReportResponse", "MAX_SPENDS",
 ]
 
 
@@ -135,6 +135,17 @@ class MutationQuotaSnapshot(StrictModel):
 # not set); 0 = nothing is free right now (ask again after ``retry_s``).
 
 
+MAX_SPENDS = 64   # spends per ask: a participant merges older ones (into the later time: counted longer, never less)
+
+
+class Spend(StrictModel):
+    """Tokens a participant spent of a shared limit since its last ask, and how long ago (``limiter.grants``)."""
+
+    ago_s: NonNeg = Field(description="Seconds before the ask was sent")
+    msgs: NonNeg = Field(0, description="Message tokens spent")
+    bytes: NonNeg = Field(0, description="Byte tokens spent")
+
+
 class GrantAsk(StrictModel):
     level: LevelName = Field(description="Level of the shared limit")
     name: Label = Field(description="Name at that level, as in the policies")
@@ -147,6 +158,12 @@ class GrantAsk(StrictModel):
     returns_bytes: NonNeg = Field(0, description="Unspent byte tokens given back")
     safe_msgs_per_s: NonNeg = Field(0, description="The fallback rate last answered (read after a restart)")
     safe_bytes_per_s: NonNeg = Field(0, description="The fallback rate last answered (read after a restart)")
+    held_msgs: Number | None = Field(None, description=(
+        "Message tokens it holds after this ask's return (negative: a debt). Given: its grants count until it "
+        "reports them spent; left out: they count from when they were granted"))
+    held_bytes: Number | None = Field(None, description="Byte tokens it holds after this ask's return")
+    spent: list[Spend] = Field(default_factory=list, max_length=MAX_SPENDS,
+                               description="What it spent since its last ask, oldest first")
 
     @property
     def key(self) -> str:

@@ -1,0 +1,120 @@
+"""What the holders of a shared limit spent, and when: the bound on any window of *consumption*.
+
+Why
+---
+``limiter.grants.GrantWindow`` counts tokens when they are granted: no window of ``window_s`` holds more grants
+than the limit. Consumption follows the grants, but not at once: a token granted at 0.3 s and spent at 1.1 s (a
+Spark worker held it through the gap between two micro-batches, or overdrew its pool by one acquire and repaid
+it later) slides out of the grants' window at 1.3 s, while it was spent in the window (1.1, 2.1]. That window
+may then hold the limit plus all that was held through the gap: measured, 1.15-1.2x the limit in the first second
+of each micro-batch of a 2-worker stream.
+
+How
+---
+A holder that reports says, with each ask, what it holds (``held``: its pool's balance after any give-back) and
+what it spent since its last report, and when (its participant looks at its pools every few milliseconds, and
+dates a spend by the look that saw it: at or after the spend). ``SpentWindow`` keeps
+
+- the spends of the last ``window_s``, in time order, and
+- per *idle* reporting holder (one that spent nothing since its report before: its tokens may be held through a
+  gap and spent at once), what it holds: what it held when it reported, and what it was granted since. A holder
+  that spends as it goes reports its stock as spends within moments; counting its stock as held as well would
+  count each steady holder's working stock twice over (measured: the limit short by a chunk per holder).
+
+``counted()`` is both. A token spent in ``(t, t + window_s]`` is counted at ``t + window_s`` as a spend dated after
+``t``, or as held by an idle holder, or -- the part not bounded -- it was spent by a holder that spends as it goes
+and has not reported it yet (what it spends between two asks). ``GrantWindow`` grants no more than keeps ``counted()``
+within the limit and ``HELD_SLACK`` of it, beside its own grant-time bound at the limit itself: the long-run rate
+is the limit (the grants), and tokens held through a gap, or overdrawn by an acquire, add at most ``HELD_SLACK``
+of it (and a report's lag) to any window of consumption.
+
+A reporting holder silent for a window is gone (it died, or moved to another control plane): what it held is
+dropped.
+
+Worked example, limit 1,000 per 1-s window: worker A was granted 150 at 0.3 s and reported holding them at 0.4 s
+while idle (outstanding 150). Its task ends; the next starts at 1.1 s, spends the 150 at once and asks: they become
+a spend dated 1.1 s, counted until 2.1 s, so the grants in (1.1, 2.1] get at most 900 (1,100 less 150, with ``HELD_SLACK`` 0.1) -- counted
+at grant time alone, that second could have held 1,150.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Iterable
+
+__all__ = ["SpentWindow"]
+
+
+class SpentWindow:
+    """Spends in the last ``window_s`` and what reporting holders hold (see the module essay). Not thread-safe."""
+
+    def __init__(self, window_s: float):
+        if not (isinstance(window_s, int | float) and math.isfinite(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be a number of seconds > 0, got {window_s!r}")
+        self.window_s = float(window_s)
+        self._spends: deque[tuple[float, float]] = deque()   # (when, amount), oldest first
+        self._spent = 0.0
+        self._held: dict[Hashable, float] = {}
+        self._held_total = 0.0
+        self._reported: OrderedDict[Hashable, float] = OrderedDict()   # holder -> when it last reported, oldest first
+
+    def _slide(self, now_s: float) -> None:
+        horizon = now_s - self.window_s
+        while self._spends and self._spends[0][0] <= horizon:
+            self._spent -= self._spends.popleft()[1]
+        if not self._spends:
+            self._spent = 0.0   # no float dust
+        while self._reported:
+            holder, at = next(iter(self._reported.items()))
+            if at > horizon:
+                break
+            del self._reported[holder]
+            self._set_held(holder, None)
+
+    def _set_held(self, holder: Hashable, amount: float | None) -> None:
+        self._held_total += (amount or 0.0) - self._held.get(holder, 0.0)
+        if amount is None:
+            self._held.pop(holder, None)
+        else:
+            self._held[holder] = amount
+        if not self._held:
+            self._held_total = 0.0
+
+    def report(self, holder: Hashable, held: float, spent: Iterable[tuple[float, float]], now_s: float) -> None:
+        """``holder`` holds ``held`` tokens now (negative: a debt, counted as 0) and spent ``spent``
+        (``(when_s, amount)``) since its last report."""
+        if not (isinstance(held, int | float) and math.isfinite(held)):
+            raise ValueError(f"held must be a finite number of tokens, got {held!r}")
+        self._slide(now_s)
+        spends, spent_now = self._spends, 0.0
+        for at_s, amount in spent:
+            if not (isinstance(amount, int | float) and math.isfinite(amount) and amount >= 0):
+                raise ValueError(f"a spend must be a finite number of tokens >= 0, got {amount!r}")
+            at_s = min(now_s, at_s)
+            spent_now += amount
+            if amount <= 0 or at_s <= now_s - self.window_s:
+                continue
+            i = len(spends)   # in time order: a report's spends are at most a few entries older than the newest
+            while i and spends[i - 1][0] > at_s:
+                i -= 1
+            spends.insert(i, (at_s, amount))
+            self._spent += amount
+        # a holder that spends as it goes (it reported spends) reports its stock as spends within moments: counted
+        # then; one that spent nothing since its last report may hold it through a gap, and spend it at once
+        self._set_held(holder, max(0.0, float(held)) if spent_now <= 0 else None)
+        self._reported[holder] = now_s
+        self._reported.move_to_end(holder)
+
+    def granted(self, holder: Hashable, amount: float) -> None:
+        """``holder`` was granted ``amount``: if it is an idle reporting holder, held until its next report."""
+        if holder in self._held:
+            self._set_held(holder, self._held[holder] + amount)
+
+    def counted(self, now_s: float) -> float:
+        """Spent in the window ending now, and held by idle holders."""
+        self._slide(now_s)
+        return max(0.0, self._spent + self._held_total)
+
+    def held(self, holder: Hashable) -> float:
+        return self._held.get(holder, 0.0)

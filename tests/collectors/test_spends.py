@@ -1,0 +1,58 @@
+"""collectors.spends.SpendLog: what left a pool between two looks was spent, dated by the look that saw it."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from collectors.spends import SpendLog
+from protocol import MAX_SPENDS, GrantAsk
+
+
+def test_what_left_the_pool_between_looks_is_a_spend_deposits_are_not() -> None:
+    log = SpendLog()
+    log.look("k", (100.0, None), 1.0)
+    log.deposited("k", 50, 0)                     # the keeper's grant: not a spend
+    log.look("k", (120.0, None), 1.02)            # 150 expected, 120 held: 30 spent
+    log.look("k", (-20.0, None), 1.04)            # an acquire overdrew it: 140 spent
+    spends = log.unsent("k", 1.05)
+    assert [(round(s.ago_s, 3), s.msgs, s.bytes) for s in spends] == [(0.03, 30, 0), (0.01, 140, 0)]
+
+
+def test_spends_stay_until_an_ask_carrying_them_is_answered() -> None:
+    log = SpendLog()
+    log.look("k", (100.0, 1000.0), 0.0)
+    log.look("k", (90.0, 900.0), 0.1)
+    assert len(log.unsent("k", 0.1)) == 1         # the ask failed: still there for the next one
+    log.look("k", (80.0, 800.0), 0.2)
+    assert [(s.msgs, s.bytes) for s in log.unsent("k", 0.2)] == [(10, 100), (10, 100)]
+    log.answered("k")
+    assert log.unsent("k", 0.3) == []
+
+
+def test_more_spends_than_an_ask_carries_are_merged_into_the_later_date() -> None:
+    log = SpendLog(max_spends=3)
+    log.look("k", (100.0, None), 0.0)
+    for i in range(1, 6):
+        log.look("k", (100.0 - i, None), 0.1 * i)
+    spends = log.unsent("k", 0.5)
+    assert len(spends) == 3 and sum(s.msgs for s in spends) == 5
+    assert spends[0].msgs == 3 and spends[0].ago_s == pytest.approx(0.2)   # 0.1-0.3 s, dated 0.3 s
+
+
+def test_forgotten_pools_start_again_from_their_next_look() -> None:
+    log = SpendLog()
+    log.look("k", (100.0, None), 0.0)
+    log.forget([])
+    log.look("k", (10.0, None), 0.1)
+    assert log.unsent("k", 0.1) == []
+
+
+def test_an_ask_carries_at_most_max_spends_and_says_so() -> None:
+    spent = [{"ago_s": 0.01, "msgs": 1}] * (MAX_SPENDS + 1)
+    with pytest.raises(ValidationError, match=f"at most {MAX_SPENDS}"):
+        GrantAsk(level="topic", name="a/b/c", direction="publish", spent=spent)
+    with pytest.raises(ValidationError, match="ago_s"):
+        GrantAsk(level="topic", name="a/b/c", direction="publish", spent=[{"ago_s": -1, "msgs": 1}])
+    with pytest.raises(ValidationError, match="held_msgs"):
+        GrantAsk(level="topic", name="a/b/c", direction="publish", held_msgs="lots")

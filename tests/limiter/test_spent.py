@@ -1,0 +1,92 @@
+"""limiter.spent.SpentWindow and the bound it adds to GrantWindow: a window of consumption, not only of grants."""
+
+from __future__ import annotations
+
+import pytest
+
+from limiter.grants import HELD_SLACK, GrantWindow
+from limiter.spent import SpentWindow
+
+
+def test_spends_count_from_when_they_were_spent_and_slide_out_a_window_later() -> None:
+    w = SpentWindow(1.0)
+    w.report("A", 0, [(0.2, 100), (0.5, 50)], now_s=0.6)
+    assert w.counted(0.6) == 150
+    assert w.counted(1.25) == 50          # the spend of 0.2 s slid out at 1.2 s
+    assert w.counted(1.55) == 0
+
+
+def test_an_idle_holder_counts_what_it_holds_and_is_granted_a_spending_one_only_its_spends() -> None:
+    w = SpentWindow(1.0)
+    w.report("idle", 150, [], now_s=0.4)           # spent nothing since its last report: it may burst
+    w.granted("idle", 50)
+    w.report("busy", 80, [(0.38, 20)], now_s=0.4)   # spends as it goes: its stock comes back as spends
+    w.granted("busy", 30)                           # (held until its next report)
+    assert w.held("idle") == 200 and w.held("busy") == 0
+    assert w.counted(0.4) == pytest.approx(200 + 20)
+    w.report("busy", 0, [(0.45, 110)], now_s=0.5)
+    assert w.counted(0.5) == pytest.approx(200 + 130)
+
+
+def test_a_holder_silent_for_a_window_is_gone_and_what_it_held_with_it() -> None:
+    w = SpentWindow(1.0)
+    w.report("A", 300, [], now_s=0.0)
+    assert w.counted(0.9) == 300
+    assert w.counted(1.01) == 0 and w.held("A") == 0
+
+
+def test_a_debt_counts_as_nothing_held_and_spends_are_kept_in_time_order() -> None:
+    w = SpentWindow(1.0)
+    w.report("A", -75, [(0.5, 100)], now_s=0.5)
+    w.report("B", 0, [(0.45, 10)], now_s=0.5)      # older than A's newest: inserted before it
+    assert w.counted(0.5) == 110
+    assert w.counted(1.47) == 100                  # B's slid out first
+
+
+@pytest.mark.parametrize("held, spent, error", [
+    (float("nan"), [], "held must be a finite number"),
+    (10, [(0.1, -5)], "a spend must be a finite number of tokens >= 0"),
+    (10, [(0.1, float("inf"))], "a spend must be a finite number of tokens >= 0"),
+])
+def test_bad_reports_are_refused_with_what_is_allowed(held: float, spent: list, error: str) -> None:
+    w = SpentWindow(1.0)
+    with pytest.raises(ValueError, match=error):
+        w.report("A", held, spent, now_s=0.2)
+
+
+def _grants_to_b(report: bool) -> float:
+    """A holds 300 through a gap and spends them at once at 1.1 s; B asks all along and spends what it gets at
+    once (reporting it, when ``report``: each report says what the last grant was spent)."""
+    w = GrantWindow(1.0, burst_s=1.0)
+    assert w.grant("A", 300, 1000, 0.3, fair_chunk=1000, rate_per_s=1000) == 300
+    if report:
+        w.report("A", 300, [], 0.4)
+        w.report("A", 0, [(1.1, 300)], 1.1)
+    got, t, last = 0.0, 1.1, None
+    for i in range(1, 101):
+        t = 1.1 + 0.01 * i
+        if report:
+            w.report("B", 0, [last] if last else [], t)
+        amount = w.grant("B", 10, 1000, t, fair_chunk=10, rate_per_s=1000)
+        last = (t, amount) if amount > 0 else None
+        got += amount
+    return got
+
+
+def test_tokens_held_through_a_gap_count_in_the_window_they_are_spent_in() -> None:
+    # counted when granted, A's 300 slid out at 1.3 s: the second from 1.1 s holds them and 1,000 more
+    assert _grants_to_b(report=False) == pytest.approx(1000, abs=1)
+    # counted when spent: that second holds at most the limit and HELD_SLACK of it (and B's last, unreported grant)
+    assert _grants_to_b(report=True) == pytest.approx(1000 * (1 + HELD_SLACK) - 300 + 10, abs=1)
+
+
+def test_a_holder_back_from_a_gap_catches_it_up_to_a_window_of_its_share() -> None:
+    w = GrantWindow(1.0, burst_s=0.5)
+    for i in range(10):   # alone, steady at its limit
+        w.grant("A", 100, 1000, 0.1 * i, fair_chunk=1000, rate_per_s=1000)
+    w.give_back("A", 0, 0.95)                       # its task ended
+    # back 0.9 s after its last grant: 0.9 s of its fair rate, more than the 0.5 s a holder that never left keeps
+    assert w.grant("A", 2000, 1000, 1.8, fair_chunk=2000, rate_per_s=1000) == pytest.approx(900, abs=1)
+    w.give_back("A", 0, 1.85)
+    # away for more than a window: a newcomer again (half a window of its share)
+    assert w.grant("A", 2000, 1000, 3.0, fair_chunk=2000, rate_per_s=1000) == pytest.approx(500, abs=1)
