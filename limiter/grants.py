@@ -23,8 +23,9 @@ these hold:
   the same larger share; spare is split in ``n + 1`` parts, one kept free for a newcomer) and holds ``burst_s`` of
   it -- so grants flow smoothly at the fair rates, which add up to the limit, and a gap is caught up by at most
   ``burst_s``; a holder that gave back and asks again within a window (its next task, after Spark's 0.2-0.9 s
-  between two micro-batches) holds up to a window of it, so that gap is caught up whole. It does not refill while the window is spent, or what the window held back would come out as a
-  burst when it slides, and echo every window. (A window spent for less than ``SHORT_SPENT_S`` of it is not
+  between two micro-batches) holds up to a window of it, so that gap is caught up whole. It does not refill
+  while the window is spent, or what the window held back would come out as a burst when it slides, and echo
+  every window. (A window spent for less than ``SHORT_SPENT_S`` of it is not
   oversubscribed: holders asking at their fair rates fill it exactly, and the grant a window ago slides out a
   little after an ask now and then; pausing for that would lose the refill of every such moment.)
 - the spends (holders that ``report``, below): what they spent in the window and what idle ones hold, within
@@ -64,7 +65,7 @@ from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
 
 from .checks import at_least_zero, positive
-from .spent import SpentWindow
+from .spent import SpentWindow, expire
 
 __all__ = ["GrantWindow", "DEFAULT_BURST_S", "HELD_SLACK"]
 
@@ -97,18 +98,6 @@ def _water_level(capacity: float, wants: list[float]) -> tuple[float, float]:
 
 def _amount(name: str, value: float) -> float:
     return float(at_least_zero(name, value, infinite_ok=True))
-
-
-def _expire(last_asked: OrderedDict[Hashable, float], horizon: float) -> list[Hashable]:
-    """Remove (and return) the holders of ``last_asked`` (oldest first) that last asked at or before ``horizon``."""
-    gone = []
-    while last_asked:
-        holder, at = next(iter(last_asked.items()))
-        if at > horizon:
-            break
-        del last_asked[holder]
-        gone.append(holder)
-    return gone
 
 
 class GrantWindow:
@@ -149,11 +138,11 @@ class GrantWindow:
         if not log:
             self._total = 0.0   # no float dust left behind
             self._per.clear()
-        for holder in _expire(self._askers, horizon):
+        for holder in expire(self._askers, horizon):
             self._wants_per_s.pop(holder, None)
             self._own.pop(holder, None)
             self._level = None
-        for holder in _expire(self._away, horizon):   # away for a window: a newcomer when it comes back
+        for holder in expire(self._away, horizon):   # away for a window: a newcomer when it comes back
             self._own.pop(holder, None)
 
     def granted(self, now_s: float) -> float:
@@ -188,7 +177,7 @@ class GrantWindow:
         (static) split must divide by. Askers in one window undercount a Spark stream, whose workers each sit
         out a micro-batch now and then: a split by them would let every worker run at more than its part while
         the control plane is down."""
-        _expire(self._recent, now_s - RECENT_WINDOWS * self.window_s)
+        expire(self._recent, now_s - RECENT_WINDOWS * self.window_s)
         return max(len(self._recent), self.askers(now_s))
 
     def leave(self, holder: Hashable) -> None:

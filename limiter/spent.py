@@ -33,26 +33,37 @@ dropped.
 
 Worked example, limit 1,000 per 1-s window: worker A was granted 150 at 0.3 s and reported holding them at 0.4 s
 while idle (outstanding 150). Its task ends; the next starts at 1.1 s, spends the 150 at once and asks: they become
-a spend dated 1.1 s, counted until 2.1 s, so the grants in (1.1, 2.1] get at most 900 (1,100 less 150, with ``HELD_SLACK`` 0.1) -- counted
-at grant time alone, that second could have held 1,150.
+a spend dated 1.1 s, counted until 2.1 s, so the grants in (1.1, 2.1] get at most 950 (``HELD_SLACK`` 0.1: 1,100
+less 150) -- counted at grant time alone, that second could have held 1,150.
 """
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
 
-__all__ = ["SpentWindow"]
+from .checks import at_least_zero, finite, positive
+
+__all__ = ["SpentWindow", "expire"]
+
+
+def expire(last_seen: OrderedDict[Hashable, float], horizon: float) -> list[Hashable]:
+    """Remove (and return) the holders of ``last_seen`` (oldest first) last seen at or before ``horizon``."""
+    gone = []
+    while last_seen:
+        holder, at = next(iter(last_seen.items()))
+        if at > horizon:
+            break
+        del last_seen[holder]
+        gone.append(holder)
+    return gone
 
 
 class SpentWindow:
     """Spends in the last ``window_s`` and what reporting holders hold (see the module essay). Not thread-safe."""
 
     def __init__(self, window_s: float):
-        if not (isinstance(window_s, int | float) and math.isfinite(window_s) and window_s > 0):
-            raise ValueError(f"window_s must be a number of seconds > 0, got {window_s!r}")
-        self.window_s = float(window_s)
+        self.window_s = float(positive("window_s", window_s, unit="seconds"))
         self._spends: deque[tuple[float, float]] = deque()   # (when, amount), oldest first
         self._spent = 0.0
         self._held: dict[Hashable, float] = {}
@@ -65,11 +76,7 @@ class SpentWindow:
             self._spent -= self._spends.popleft()[1]
         if not self._spends:
             self._spent = 0.0   # no float dust
-        while self._reported:
-            holder, at = next(iter(self._reported.items()))
-            if at > horizon:
-                break
-            del self._reported[holder]
+        for holder in expire(self._reported, horizon):
             self._set_held(holder, None)
 
     def _set_held(self, holder: Hashable, amount: float | None) -> None:
@@ -84,13 +91,11 @@ class SpentWindow:
     def report(self, holder: Hashable, held: float, spent: Iterable[tuple[float, float]], now_s: float) -> None:
         """``holder`` holds ``held`` tokens now (negative: a debt, counted as 0) and spent ``spent``
         (``(when_s, amount)``) since its last report."""
-        if not (isinstance(held, int | float) and math.isfinite(held)):
-            raise ValueError(f"held must be a finite number of tokens, got {held!r}")
+        finite("held", held, unit="tokens")
         self._slide(now_s)
         spends, spent_now = self._spends, 0.0
         for at_s, amount in spent:
-            if not (isinstance(amount, int | float) and math.isfinite(amount) and amount >= 0):
-                raise ValueError(f"a spend must be a finite number of tokens >= 0, got {amount!r}")
+            at_least_zero("a spend", amount, unit="tokens")
             at_s = min(now_s, at_s)
             spent_now += amount
             if amount <= 0 or at_s <= now_s - self.window_s:

@@ -42,8 +42,8 @@ from .policies import PolicySet
 
 __all__ = [
     "Participant", "SharedUsage", "DimensionSnapshot", "BucketSnapshot", "QueueEntry", "QueueSnapshot",
-    "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye", "Spend", "GrantAsk", "GrantRequest",
-    "Grant", "GrantAnswer", "UsageValues", "ReportResponse", "MAX_SPENDS",
+    "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye", "Spend", "GrantAsk",
+    "GrantRequest", "Grant", "GrantAnswer", "UsageValues", "ReportResponse", "MAX_SPENDS",
 ]
 
 
