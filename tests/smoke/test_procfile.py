@@ -51,9 +51,12 @@ def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path):
     web_port, cp_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THROTTLESCOPE_", "PORT"))}
     env.update(THROTTLESCOPE_PORT=str(cp_port), THROTTLESCOPE_DATA_DIR=str(tmp_path / "data"))
+    # honcho's output goes to a file: an unread pipe fills up (64 kB of Spark's and Streamlit's logs) and then
+    # blocks honcho's printer, so that it can no longer stop its processes on Ctrl-C
+    log_path = tmp_path / "honcho.log"
+    log = log_path.open("wb")
     honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", "Procfile", "-p", str(web_port)],
-                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+                              cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{cp_port}"
     try:
         wait_for(lambda: httpx.get(f"{url}/healthz", timeout=2).status_code == 200, 60, "control plane health")
@@ -101,5 +104,8 @@ def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path):
                                    text=True).stdout
             os.killpg(honcho.pid, signal.SIGKILL)
             honcho.wait(10)
-            pytest.fail(f"honcho did not stop within 45 s of Ctrl-C; still running:\n{alive}")
+            pytest.fail(f"honcho did not stop within 45 s of Ctrl-C; still running:\n{alive}\n"
+                        f"the end of its output:\n{log_path.read_text(errors='replace')[-3000:]}")
+        finally:
+            log.close()
         wait_for(lambda: not group_alive(honcho.pid), 30, "every process of the Procfile to exit")
