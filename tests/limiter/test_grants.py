@@ -96,6 +96,22 @@ def test_learning_cap_paces_a_holder_at_its_fallback_rate_without_a_first_burst(
     assert w.grant("A", 400, 1000, 10.5, fair_chunk=1000, learning_cap=300) == pytest.approx(150)
 
 
+def test_learning_cap_gives_a_holder_back_from_a_gap_no_catch_up() -> None:
+    # after a restart, A spent its fallback rate (500/s) until its first ask: its grants go on at that rate from
+    # there, also when its micro-batch ends and the next starts (outside learning: a full bucket at once)
+    w = GrantWindow(1.0)
+    assert w.grant("A", 300, 1000, 0.0, fair_chunk=1000, learning_cap=500) == 0
+    assert w.grant("A", 300, 1000, 0.02, fair_chunk=1000, learning_cap=500) == pytest.approx(10)
+    w.give_back("A", 0.0, 0.1)
+    assert w.grant("A", 300, 1000, 0.3, fair_chunk=1000, learning_cap=500) == pytest.approx(0.28 * 500)
+    assert w.grant("A", 300, 1000, 0.35, fair_chunk=1000, learning_cap=500) == pytest.approx(0.05 * 500)
+    # the same holder out of learning: back from its gap, a full bucket at once
+    w = GrantWindow(1.0)
+    w.grant("A", 300, 1000, 0.0, fair_chunk=1000, rate_per_s=500)
+    w.give_back("A", 0.0, 0.1)
+    assert w.grant("A", 1000, 1000, 0.3, fair_chunk=1000, rate_per_s=500) >= 0.5 * 500
+
+
 def test_askers_count_the_holders_of_the_last_window() -> None:
     w = GrantWindow(1.0)
     w.grant("A", 1, 10, 0.0, fair_chunk=1)
@@ -136,8 +152,10 @@ def test_holders_remember_five_windows_and_forget_who_leaves() -> None:
     w.grant("A", 10, 1000, 0.0, fair_chunk=10)
     w.grant("B", 10, 1000, 2.0, fair_chunk=10)
     assert w.askers(2.0) == 1 and w.holders(2.0) == 2       # A sat out the last window: still a holder
+    w.give_back("B", 0, 2.5)                                # B's task ended: back with the next, still counted
+    assert w.holders(2.5) == 2
     assert w.holders(5.5) == 1                              # A's ask is five windows old
-    w.leave("B")
+    w.leave("B")                                            # B's participant said goodbye
     assert w.holders(5.5) == 0
 
 

@@ -90,3 +90,16 @@ def test_a_holder_back_from_a_gap_catches_it_up_to_a_window_of_its_share() -> No
     w.give_back("A", 0, 1.85)
     # away for more than a window: a newcomer again (half a window of its share)
     assert w.grant("A", 2000, 1000, 3.0, fair_chunk=2000, rate_per_s=1000) == pytest.approx(500, abs=1)
+
+
+def test_a_holder_back_within_moments_catches_up_only_those_moments() -> None:
+    # a batch job's worker ends one short task and starts the next within milliseconds: its bucket is what it
+    # was, plus the time it was away -- not a full bucket for every task (1.3x the limit in a second, measured)
+    w = GrantWindow(1.0, burst_s=0.5)
+    assert w.grant("A", 2000, 1000, 0.0, fair_chunk=2000, rate_per_s=1000) == pytest.approx(500)
+    assert w.grant("A", 2000, 1000, 0.3, fair_chunk=2000, rate_per_s=1000) == pytest.approx(300)
+    assert w.grant("A", 2000, 1000, 0.5, fair_chunk=2000, rate_per_s=1000) == pytest.approx(200)
+    assert w.grant("A", 2000, 1000, 0.99, fair_chunk=2000, rate_per_s=1000) == 0   # spent until 1.0 s
+    w.give_back("A", 0, 0.99)                        # its task ended
+    # back 20 ms later, 10 ms after the window freed: 20 ms of its fair rate
+    assert w.grant("A", 2000, 1000, 1.01, fair_chunk=2000, rate_per_s=1000) == pytest.approx(20, abs=1)
