@@ -127,6 +127,7 @@ class ParticipantFastPath:
 @router.post("/goodbye", status_code=204, summary="Leave at once (removes the participant and its usage)",
              responses={204: {"description": "Removed"}, 404: {"description": "Not a live participant"}})
 async def goodbye(body: Goodbye, ctx: Ctx) -> Response:
+    ctx.grants.goodbye(body.participant_id)   # (what it was granted stays in the windows until it slides out)
     if not ctx.live.goodbye(body.participant_id):
         raise not_found(f"participant {body.participant_id!r} is not live (never reported, or already removed)")
     return Response(status_code=204)

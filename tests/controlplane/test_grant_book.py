@@ -108,7 +108,8 @@ def test_a_participant_done_with_a_limit_leaves_its_fair_share_to_the_others(tmp
 def test_the_safe_split_counts_workers_that_sat_out_the_last_window(tmp_path: Path) -> None:
     """A stream's two workers take turns with micro-batches: each second only one of them asks. The fallback
     rate is still half the limit (a split by the last window's askers would give each the whole of it, and the
-    pair twice the limit through an outage); one that says it is done stops counting."""
+    pair twice the limit through an outage), also when one has just left the limit at the end of its
+    micro-batch; one that says goodbye stops counting."""
     clock = ManualClock()
     book = GrantBook(0.25, tmp_path, clock=clock.now_s)
     for turn in range(6):
@@ -117,7 +118,9 @@ def test_the_safe_split_counts_workers_that_sat_out_the_last_window(tmp_path: Pa
         assert got.safe_msgs_per_s == pytest.approx(LIMIT if turn == 0 else LIMIT / 2), turn
         assert got.holders == (1 if turn == 0 else 2)
         clock.advance(1.5)                     # the other one's ask has left the 1-s window
-    book.answer("a", ask(0), POLICIES)         # a leaves
+    book.answer("a", ask(0), POLICIES)         # a's micro-batch ended: it leaves the limit, back for the next
+    assert book.answer("b", ask(100), POLICIES)[0].safe_msgs_per_s == pytest.approx(LIMIT / 2)
+    book.goodbye("a")                          # a's process ends
     assert book.answer("b", ask(100), POLICIES)[0].safe_msgs_per_s == pytest.approx(LIMIT)
     book.answer("a", ask(100), POLICIES)
     clock.advance(5 * 1.0 + 0.1)               # five windows without a word from a: it no longer counts
@@ -138,3 +141,4 @@ def test_the_answer_to_a_give_back_or_a_leave_keeps_counting_the_one_that_asks(t
     book.answer("a", ask(100), POLICIES)       # a's next micro-batch
     left = book.answer("b", ask(0), POLICIES)[0]
     assert left.safe_msgs_per_s == pytest.approx(LIMIT / 2)
+

@@ -62,3 +62,19 @@ def test_allocations_are_the_grant_books_shares_and_fit_in_the_limit(client: Tes
              'resource_group="rg-g"}'
     line = next(x for x in client.get("/metrics").text.splitlines() if x.startswith(metric))
     assert float(line.split()[-1]) == pytest.approx(sum(book.values()))
+
+
+def test_a_goodbye_takes_the_participant_out_of_the_safe_split(client: TestClient) -> None:
+    def ask(pid: str, wants: float) -> dict:
+        r = client.post("/v1/grant", json={"participant_id": pid, "asks": [
+            {"level": "resource_group", "name": "rg-g", "direction": "publish", "wants_msgs": wants,
+             "rate_msgs_per_s": LIMIT}]})
+        assert r.status_code == 200, r.text
+        return r.json()["grants"][0]
+
+    ask("ga", 5)
+    assert ask("gb", 5)["safe_msgs_per_s"] == pytest.approx(LIMIT / 2)
+    ask("ga", 0)                                   # ga's task ended: it is back with the next one
+    assert ask("gb", 5)["safe_msgs_per_s"] == pytest.approx(LIMIT / 2)
+    assert client.post("/v1/goodbye", json={"participant_id": "ga"}).status_code == 204
+    assert ask("gb", 5)["safe_msgs_per_s"] == pytest.approx(LIMIT)
