@@ -214,7 +214,14 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
     returns, safe_was_per_s = getattr(ask, f"returns_{dim}"), getattr(ask, f"safe_{dim}_per_s")
     held = getattr(ask, f"held_{dim}")
     if held is not None:   # it says what it holds and spent: its grants count until spent (limiter.grants)
-        window.report(holder, held, [(now - s.ago_s, getattr(s, dim)) for s in ask.spent], now)
+        # a pool holds at most the limit, and spends at most that between two asks: a report of more (a bug, a
+        # limit cut a moment ago) counts as that much, so one report cannot shut the others out for long
+        spent, room = [], capacity
+        for s in ask.spent:
+            amount = min(room, getattr(s, dim))
+            room -= amount
+            spent.append((now - s.ago_s, amount))
+        window.report(holder, min(held, capacity), spent, now)
     # counted before a give-back or a leave: the answer to one is the last a participant may get before an
     # outage (a stream's worker gives back at the end of every micro-batch), and its fallback must still count it
     holders_before = window.holders(now)

@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.grants import MARKER, MARKER_STALE_S, GrantBook, learning_s_for
 from limiter import ManualClock
-from protocol import GrantAsk, PolicySet, ResourceGroup
+from protocol import GrantAsk, PolicySet, ResourceGroup, Spend
 
 pytestmark = pytest.mark.unit
 
@@ -142,3 +142,34 @@ def test_the_answer_to_a_give_back_or_a_leave_keeps_counting_the_one_that_asks(t
     left = book.answer("b", ask(0), POLICIES)[0]
     assert left.safe_msgs_per_s == pytest.approx(LIMIT / 2)
 
+
+
+def test_a_report_counts_for_no_more_than_the_limit(tmp_path: Path) -> None:
+    # a pool holds at most the limit: a report of more (a bug, or a limit cut a moment ago) counts as the limit,
+    # so the others still get the slack beside it, and all of the limit once it is silent for a window
+    clock = ManualClock()
+    book = GrantBook(1.0, tmp_path, clock=clock.now_s)
+    liar = GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=1, rate_msgs_per_s=1,
+                    held_msgs=1e300, spent=[])
+    book.answer("liar", [liar], POLICIES)
+    book.answer("liar", [liar], POLICIES)   # idle since its last report: what it holds is counted
+
+    def b_spends_as_it_goes(last: float) -> float:   # b reports too, spending each grant by its next ask
+        spent = [Spend(ago_s=0.0, msgs=last, bytes=0.0)] if last > 0 else []
+        return book.answer("b", [ask(LIMIT)[0].model_copy(update={"held_msgs": 0.0, "spent": spent})],
+                           POLICIES)[0].msgs
+
+    last, got = 0.0, 0.0
+    for _ in range(50):
+        clock.advance(0.02)
+        book.answer("liar", [liar], POLICIES)
+        last = b_spends_as_it_goes(last)
+        got += last
+    assert 0.05 * LIMIT <= got <= 0.1 * LIMIT + 1e-6
+    clock.advance(1.01)
+    got = 0.0
+    for _ in range(50):
+        clock.advance(0.02)
+        last = b_spends_as_it_goes(last)
+        got += last
+    assert got >= 0.9 * LIMIT
