@@ -172,7 +172,7 @@ def test_a_partial_run_replaces_only_its_own_sections(tmp_path) -> None:
            row("spark", "b", 2.0, "x")]
     old[3]["value"] = None    # as saved: NaN becomes null
     saved.write_text(json.dumps({"rows": old}))
-    got = merged_with_previous(saved, [row("shared", "s1", 0.99, "x")])
+    got = merged_with_previous(saved, [row("shared", "s1", 0.99, "x")], tmp_path / "no-README.md")
     assert [(r["section"], r["name"], r["value"]) for r in got[:3]] == [
         ("bucket", "a", 1.0), ("shared", "s1", 0.99), ("spark", "b", got[2]["value"])]
     assert len(got) == 3 and got[2]["value"] != got[2]["value"]    # null read back as NaN
@@ -193,6 +193,25 @@ def test_without_saved_results_a_partial_run_keeps_the_readme_table(tmp_path) ->
     assert [(r["section"], r["name"], r["ok"]) for r in got] == [
         ("bucket", "a | b", True), ("shared", "s1", None), ("spark", "c", None)]
     assert got[0]["value"] == 1436.0 and got[0]["goal"] == ">= 5x" and got[2]["value"] != got[2]["value"]
+
+
+def test_a_partial_run_keeps_the_readme_sections_no_saved_run_has(tmp_path) -> None:
+    import json
+
+    from benchmarks.__main__ import merged_with_previous
+    from benchmarks.common import README_END, README_START, markdown_table, row
+
+    # the shared-limit rows were measured alone and written into the README only: a later partial run of
+    # another module must keep them
+    shown = [row("bucket", "a", 1.0, "x"), row("shared", "s1", 0.95, "x"), row("quota", "q", 2.0, "x")]
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# t\n{README_START}\n{markdown_table(shown, 'Measured on 2 CPUs')}\n{README_END}\n")
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps({"rows": [row("bucket", "a", 1.1, "x"), row("quota", "q", 3.0, "x"),
+                                          row("spark", "b", 4.0, "x")]}))
+    got = merged_with_previous(saved, [row("quota", "q", 5.0, "x")], readme)
+    assert [(r["section"], r["name"], r["value"]) for r in got] == [
+        ("bucket", "a", 1.1), ("shared", "s1", 0.95), ("quota", "q", 5.0), ("spark", "b", 4.0)]
 
 
 def test_a_row_merge_replaces_rows_by_name_and_places_new_ones_beside_their_label() -> None:
