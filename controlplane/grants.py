@@ -11,13 +11,14 @@ is not set, or not shared, answers -1 (unlimited).
 
 The fair chunk of one ask is ``limit * chunk_s / askers``, where ``askers`` counts the participants that asked
 in the window and ``chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)`` (with the ``proportional`` strategy,
-Pulsar's, ``limit * chunk_s`` times the asker's fraction of what was granted in the window instead): each asker gets a quarter-second's worth of
-its fair share per ask, so a participant sending steadily asks about 4 times a second, and however many
-participants share a limit, its asks stay near ``MAX_ASKS_PER_S``.
+Pulsar's, ``limit * chunk_s`` times the asker's fraction of what was granted in the window instead): each asker
+gets a quarter-second's worth of its fair share per ask, so a participant sending steadily asks about 4 times a
+second, and however many participants share a limit, its asks stay near ``MAX_ASKS_PER_S``.
 
 ``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
-the participants that asked in the last five windows and did not say they were done (``GrantWindow.holders``: a
-static split, so the limit is held while nobody can re-divide it). Not by the askers of the last window alone: a
+the participants that asked in the last five windows and did not say goodbye (``GrantWindow.holders``: a
+static split, so the limit is held while nobody can re-divide it; a worker that left the limit at the end of its
+micro-batch still counts, as it is back for the next one). Not by the askers of the last window alone: a
 Spark stream's workers each sit out a micro-batch now and then, and a split by whoever asked in the last second
 let four workers of a 1,000 msgs/s limit run at 1,440 between them through an outage.
 
@@ -27,13 +28,13 @@ touched while anyone asks) is younger than ``MARKER_STALE_S`` at start-up, the b
 ``learning_s``: a participant is paced at no more than the fallback rate it reports (``safe_*``), without a first
 burst, and the fallback rate answered stays that, so the total stays within the limit until everyone has been
 heard from. One that reports none (a worker that started during the outage) gets the limit split between
-the participants heard so far and itself (at least two), as its own outage rule would. ``learning_s`` covers the participants' longest
-retry backoff (10 intervals, at most 30 s) plus two intervals. A fresh data directory starts without learning.
-The marker may be old: a participant runs at its fallback rate for as long as the outage lasts, and a restart
-itself can take seconds on a loaded machine (a marker only ``learning_s`` old missed the participants of a
-1.5-s outage, which then took 700 msgs/s each of a 1,000 limit for most of a second). Learning needlessly costs
-a newcomer half the limit for ``learning_s``; so only a marker untouched for a day is taken for a platform whose
-jobs are gone.
+the participants heard so far and itself (at least two), as its own outage rule would. ``learning_s`` covers the
+participants' longest retry backoff (10 intervals, at most 30 s) plus two intervals. A fresh data directory
+starts without learning. The marker may be old: a participant runs at its fallback rate for as long as the
+outage lasts, and a restart itself can take seconds on a loaded machine (a marker only ``learning_s`` old missed
+the participants of a 1.5-s outage, which then took 700 msgs/s each of a 1,000 limit for most of a second).
+Learning needlessly costs a newcomer half the limit for ``learning_s``; so only a marker untouched for a day is
+taken for a platform whose jobs are gone.
 """
 
 from __future__ import annotations

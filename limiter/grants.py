@@ -54,8 +54,8 @@ does not report is bounded by its grants alone.
 spending on the old process's grants or their fallback rates; until everyone has been heard from, a holder gets
 no more per window than the fallback rate it reports (see ``controlplane.grants``), and its own bucket refills at
 no more than that rate and starts empty, nor catches up a gap when it comes back: it was spending at that rate
-until this ask, so a first burst would come on top of a window's worth already spent (two holders at 500/s of 1,000 that come back would otherwise
-take 500 each at once, 2,000 in the second around the restart).
+until this ask, so a first burst would come on top of a window's worth already spent (two holders at 500/s of
+1,000 that come back would otherwise take 500 each at once, 2,000 in the second around the restart).
 """
 
 from __future__ import annotations
