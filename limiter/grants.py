@@ -72,11 +72,12 @@ __all__ = ["GrantWindow", "DEFAULT_BURST_S", "HELD_SLACK"]
 # a holder that never stopped asking holds this much of its fair rate (a whole window slowed a change of the fair
 # shares: the 70/30 -> 50/50 shift took 7-11 intervals instead of 2); one back from a gap holds up to a window
 DEFAULT_BURST_S = 0.5
-# of the limit: how far the spends plus what idle holders hold may go over it (see the essay). Demand that moves
-# between steady holders draws on their working stocks for a moment (the simulated 70/30 -> 50/50 shift: 1,050 of
-# 1,000 for most of a second); at 0.05 this bound took over from the fair pacing there, and whoever asked first
-# got what freed (B never settled within 5 % of its share); at 0.1 the pacing leads
-HELD_SLACK = 0.1
+# of the limit: how far the spends plus what idle holders hold may go over it (see the essay). At 0.1 a publish job's
+# batch, its tasks ending with stock left in their pools, read 1.175x the limit in a second (1,100 plus a short
+# acquire); at 0.05, 1.1 (the limit plus one acquire), and the simulated 70/30 -> 50/50 shift still settles in 2
+# intervals (demand that moves between steady holders draws on their working stocks: an earlier version, which
+# counted no spends, never settled at 0.05)
+HELD_SLACK = 0.05
 LEVEL_REFRESH_S = 0.05
 WANTS_CHANGE = 0.05     # a holder's wanted rate moved by more than this part: the fair level is worked out again
 SHORT_SPENT_S = 0.05    # of the window: a spent window that frees sooner does not pause the holders' buckets

@@ -33,7 +33,7 @@ dropped.
 
 Worked example, limit 1,000 per 1-s window: worker A was granted 150 at 0.3 s and reported holding them at 0.4 s
 while idle (outstanding 150). Its task ends; the next starts at 1.1 s, spends the 150 at once and asks: they become
-a spend dated 1.1 s, counted until 2.1 s, so the grants in (1.1, 2.1] get at most 950 (``HELD_SLACK`` 0.1: 1,100
+a spend dated 1.1 s, counted until 2.1 s, so the grants in (1.1, 2.1] get at most 900 (``HELD_SLACK`` 0.05: 1,050
 less 150) -- counted at grant time alone, that second could have held 1,150.
 """
 
