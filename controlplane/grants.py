@@ -223,8 +223,10 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
             room -= amount
             spent.append((now - s.ago_s, amount))
         window.report(holder, min(held, capacity), spent, now)
-    # counted before a give-back or a leave: the answer to one is the last a participant may get before an
-    # outage (a stream's worker gives back at the end of every micro-batch), and its fallback must still count it
+    # counted before a give-back too: the answer to one is the last a participant may get before an outage (a
+    # stream's worker gives back at the end of every micro-batch), and its fallback must still count the giver.
+    # ``holders`` after the give-back counts it as well (it stays among the recent holders); the two differ only
+    # while an asker of the window that already said goodbye is still counted among the askers
     holders_before = window.holders(now)
     if returns > 0 or leaving:   # (no longer an asker: its fair share goes to the others at once)
         # (it still counts for the safe split: a stream's worker leaves at the end of each micro-batch and is back
