@@ -97,6 +97,17 @@ def test_balance_goes_negative_and_throttling_duration_targets_one_resolution_of
     assert b.throttling_duration_s() == 0.0
 
 
+def test_throttling_duration_target_is_never_above_the_capacity(clock):
+    # a bucket that holds 5 tokens (0.01 s of 500/s) is due back when it is full, not when it would hold 8 (one
+    # resolution tick of refill): else it would sit full and lose 3 tokens of refill every time it is throttled
+    b = bucket(clock, rate=500, capacity=5, resolution_s=0.016)
+    b.consume(100)
+    assert b.tokens() == -95
+    assert b.throttling_duration_s() == pytest.approx(0.2)
+    clock.advance(0.2)
+    assert b.tokens() == 5
+
+
 def test_throttling_duration_target_is_at_least_one_token(clock):
     b = bucket(clock, rate=10, capacity=10, initial_tokens=0)
     assert b.throttling_duration_s() == pytest.approx(0.1)
