@@ -183,9 +183,12 @@ class Applier:
         rate, shared, pool = found
         moved = _moved(lim.rate, rate, 0.0)
         if isinstance(lim, PublishRateLimiter):
-            burst = SAFE_BURST_S if shared and pool is None else None
-            if moved or lim.burst_s != burst or lim.capacity != pool:
-                lim.update_rate(rate, burst, pool)
+            fallback = shared and pool is None   # the safe split: this worker's static part of the limit
+            burst = SAFE_BURST_S if fallback else None
+            if moved or lim.burst_s != burst or lim.capacity != pool or lim.holds_when_dry != fallback:
+                # (a task's new producer waits out the split's debt, as a pool's does: else each task of a worker
+                # adds one acquire to the limit's window -- 1.2x the limit in a 1-s window through an outage)
+                lim.update_rate(rate, burst, pool, hold_when_dry=fallback)
         elif pool is not None:
             if moved or lim.capacity != pool:
                 lim.pool(rate, pool)

@@ -24,10 +24,12 @@ never takes: a producer cannot be left throttled with no task to wake it.
 Live changes (``update_rate``): bucket rates and capacities change in place (no tokens lost or invented; see
 bucket.py). A limit that is raised or removed unthrottles every queued producer at once; a lowered one
 re-plans the task from the new throttling duration. A bucket holds one period of its limit (capacity = limit)
-unless ``update_rate(rate, burst_s=...)`` says how many seconds of the rate it may hold: the participant
-runtime keeps a local share of a shared quota to one report interval's worth, since bursts faster than the
-interval cannot be corrected by the shares and N participants' bursts add up (at least 1 token, never more
-than one period).
+unless ``update_rate(rate, burst_s=...)`` says how many seconds of the rate it may hold: a participant's
+static part of a shared limit holds a hundredth of a second of it, since N participants' bursts add up (at
+least 1 token, never more than one period). A limiter that is one participant's part of a shared limit -- a pool
+(``capacity``), or a static split (``hold_when_dry``) -- holds a producer that comes while it has less than one
+token, before it sends (``hold_if_dry``): there, Pulsar's free first send of a new producer would be one per
+Spark task, and N workers' would add up in the shared limit's window.
 
 Worked example: rate 10 msgs/s, capacity 10, full. A producer sends 12 messages in one call: tokens -2, it is
 throttled and queued, the task is scheduled after (1 - -2) / 10 = 0.3 s (target 1 token). At 0.3 s the bucket
@@ -156,6 +158,7 @@ class PublishRateLimiter:
         self._rate = Rate.unlimited()
         self._burst_s: float | None = None
         self._capacity: tuple[float, float] | None = None
+        self._holds = False     # ``hold_if_dry`` holds a producer that comes while it is dry
         self._msgs_bucket: AsyncTokenBucket | None = None
         self._bytes_bucket: AsyncTokenBucket | None = None
         self.on_throttle: Callable[[], None] | None = None   # told when a producer starts waiting (no lock held)
@@ -182,11 +185,15 @@ class PublishRateLimiter:
         return True
 
     def hold_if_dry(self, producer: Throttleable, msgs: float = 1, bytes: float = 0) -> bool:
-        """Before a send: a pool (a shared limit's granted tokens, see ``update_rate(capacity=...)``) that holds
-        less than one token throttles the producer now, without charging (True). A pool is not refilled by time, so a send
-        charged after the fact would be a debt the whole window pays for -- and every producer of a new task
-        would add one. A plain limiter returns False: Pulsar's rule (charge, then throttle) stands."""
-        if self._capacity is None:
+        """Before a send: a limiter that holds (a pool -- a shared limit's granted tokens, see
+        ``update_rate(capacity=...)`` -- or a static split told ``hold_when_dry``) and has less than one token
+        throttles the producer now, without charging (True). Such a limiter is one participant's part of a limit
+        shared by many: a send charged after the fact would be a debt its next tokens repay but the shared limit's
+        window has already spent, and every producer of a new task would add one (a Spark worker starts a task
+        every half second). A plain limiter returns False: Pulsar's rule (charge, then throttle) stands. Not the
+        whole send either: a pool that paid first kept its stock idle until a grant topped it up to a send, which
+        cost a stream 1-2 % of its limit, and one cut to 300 msgs/s with sends of 100 a third of it."""
+        if not self._holds:
             return False
         for bucket in self._buckets():
             if bucket.tokens() < 1:    # (less than one message or byte: dry; a new pool holds a hair of a token)
@@ -221,8 +228,8 @@ class PublishRateLimiter:
             bytes_left = self._bytes_bucket.tokens() if self._bytes_bucket else None
             # Release from the head while the buckets hold tokens, spending each producer's last send as an
             # estimate of its next one. The head always goes when there are any tokens, however large its send.
-            # (a pool releases on a whole token, as ``hold_if_dry`` holds below one: no spin on a hair of one)
-            least = 1.0 if self._capacity is not None else 1e-12
+            # (one that holds releases on a whole token, as ``hold_if_dry`` holds below one: no spin on a hair)
+            least = 1.0 if self._holds else 1e-12
             while self._queue and (msgs_left is None or msgs_left >= least) and (bytes_left is None
                                                                                 or bytes_left >= least):
                 ref, _, msgs, bytes = self._queue[0]
@@ -267,6 +274,10 @@ class PublishRateLimiter:
     def capacity(self) -> tuple[float, float] | None:
         return self._capacity
 
+    @property
+    def holds_when_dry(self) -> bool:
+        return self._holds
+
     def deposit(self, msgs: float = 0, bytes: float = 0) -> None:
         """Add granted tokens to the buckets (negative: take them back); waiting producers are released at
         once if the buckets now hold tokens. Not counted as admitted."""
@@ -285,16 +296,19 @@ class PublishRateLimiter:
         return (None if m is None else m.tokens()), (None if b is None else b.tokens())
 
     def update_rate(self, rate: Rate, burst_s: float | None = None,
-                    capacity: tuple[float, float] | None = None) -> None:
+                    capacity: tuple[float, float] | None = None, *, hold_when_dry: bool = False) -> None:
         """Change the limit live. Raised or removed: every queued producer is unthrottled at once.
         ``burst_s``: the buckets hold that many seconds of the rate (None: one period, capacity = limit);
-        ``capacity``: (msgs, bytes) the buckets hold instead, whatever the rate -- a pool filled by ``deposit``."""
+        ``capacity``: (msgs, bytes) the buckets hold instead, whatever the rate -- a pool filled by ``deposit``
+        (a pool holds a producer that comes while it is dry, see ``hold_if_dry``); ``hold_when_dry``: so does
+        this limiter, refilled by time (one participant's static part of a shared limit)."""
         if burst_s is not None:
             positive("burst_s", burst_s, unit="seconds", rule=", or None (one period)")
         with self._lock:
             old, self._rate = self._rate, rate
             self._burst_s = burst_s
             self._capacity = capacity
+            self._holds = capacity is not None or bool(hold_when_dry)
             self._msgs_bucket = self._resize(self._msgs, rate.msgs, rate.period_s, capacity and capacity[0])
             self._bytes_bucket = self._resize(self._bytes, rate.bytes, rate.period_s, capacity and capacity[1])
             if rate.is_raise_of(old):

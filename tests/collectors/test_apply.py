@@ -182,9 +182,11 @@ def test_an_unreachable_control_plane_turns_pools_into_the_safe_rate_after_a_mom
     clock.advance(OUTAGE_SWITCH_S)
     applier.refresh()
     assert rg.rate == Rate(400) and rg.capacity is None and rg.burst_s == SAFE_BURST_S   # then the static split
+    assert rg.holds_when_dry           # ... whose debt a new task's producer waits out
     applier.grants.reachable()
     applier.refresh()
     assert rg.capacity == (1000, 0)                                              # back: the pool again
+    assert rg.holds_when_dry and rg.burst_s is None
     never = limits.limiter(Level.TENANT, "acme")   # no tenant limit: untouched by all of this
     assert never.rate.is_unlimited
 

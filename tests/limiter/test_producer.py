@@ -193,6 +193,29 @@ def test_a_producer_dropped_while_it_waits_is_not_kept_alive_by_the_queue(clock:
     assert lim.queue_length() == 0 and lim.balance()[0] == pytest.approx(5, abs=1e-5)
 
 
+def test_a_static_split_that_holds_makes_a_new_producer_wait_out_the_debt(clock: ManualClock) -> None:
+    # one worker's static part of a shared limit: a new task's producer must not send on its debt (each task of
+    # each worker would add one send to the shared limit's window); a plain limiter lets it, as Pulsar does
+    plain = PublishRateLimiter(Rate(msgs=500), level=Level.TOPIC, name="t", clock=clock)
+    split = PublishRateLimiter(Rate(msgs=500), level=Level.TOPIC, name="t", clock=clock)
+    split.update_rate(Rate(msgs=500), burst_s=0.1, hold_when_dry=True)
+    assert split.holds_when_dry and not plain.holds_when_dry
+    for lim in (plain, split):
+        first = Producer("task 1", [lim], clock=clock)
+        assert first.try_acquire(100)                      # 50 tokens held: it sends, and leaves a debt of 50
+        del first
+    assert Producer("task 2", [plain], clock=clock).try_acquire(100)    # Pulsar's rule: -150 now
+    late = Producer("task 2", [split], clock=clock)
+    assert not late.try_acquire(100) and late.paused        # the split holds it, nothing charged
+    assert split.balance()[0] == pytest.approx(-50, abs=1e-3)
+    clock.advance(0.09)                                    # the debt is not repaid yet at 500/s ...
+    assert late.paused
+    clock.advance(0.05)                                    # ... now it is, with tokens to spare: released
+    assert not late.paused and late.try_acquire(100)
+    split.update_rate(Rate(msgs=500))                      # a plain limiter again (the pool is back, say)
+    assert not split.holds_when_dry
+
+
 def test_a_plain_limiter_charges_first_and_throttles_after(clock: ManualClock) -> None:
     # Pulsar's rule stands where no pool is involved: the send that crosses the limit goes through
     lim = PublishRateLimiter(Rate(msgs=10), level=Level.TOPIC, name="t", clock=clock)
