@@ -8,8 +8,9 @@
   acquire is retried every ``REDIS_RETRY_S``).
 
 ``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as
-``<unix time> <rows> <seconds it waited for the limiter>`` and writes its lines to ``<log_dir>/<pid>-<random>.log`` when it ends (or every
-``FLUSH_EVERY`` batches, so a killed executor's tasks leave what they sent).
+``<unix time> <rows> <seconds it waited for the limiter>`` and writes its lines to ``<log_dir>/<pid>-<random>.log``
+when it ends (or every ``FLUSH_EVERY`` batches, so a killed executor's tasks leave what they sent), and its span so
+far, ``<start> <end>``, to ``<pid>-<random>.span`` beside it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class _Recorder:
     def __init__(self, log_dir: str):
         self.path = os.path.join(log_dir, f"{os.getpid()}-{secrets.token_hex(4)}.log")
         self.lines: list[str] = []
+        self.started = time.time()
 
     def admitted(self, rows: int, waited_s: float) -> None:
         self.lines.append(f"{time.time():.6f} {rows} {waited_s:.6f}\n")
@@ -42,6 +44,9 @@ class _Recorder:
             with open(self.path, "a") as f:
                 f.writelines(self.lines)
             self.lines = []
+        # the task's span so far (``windows.read_spans``): when Spark ran no task at all
+        with open(self.path[:-len(".log")] + ".span", "w") as f:
+            f.write(f"{self.started:.6f} {time.time():.6f}\n")
 
 
 class _Pacer:

@@ -11,7 +11,10 @@ span ``[t0, t1)``:
   the limit: what the limiter cost a job that needed no limiting);
 - ``longest_gap_s``: the longest stretch inside the span with nothing admitted (a stall);
 - ``hold_time_s(events, t_change, limit)``: after a live change at ``t_change``, how long until no 1-s window
-  starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold.
+  starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold;
+- ``pauses(spans, t0, t1)``: the stretches longer than ``PAUSE_S`` in which Spark ran no task at all (the tasks'
+  spans, ``read_spans``), e.g. while a killed executor is replaced: no limiter admits rows no task has, and
+  ``mean_ratio(..., less=pauses)`` leaves them out of a mean.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
+__all__ = ["read_spans", "pauses", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -64,9 +67,38 @@ def _between(times: list[float], sums: list[float], a: float, b: float) -> float
     return sums[bisect.bisect_left(times, b - EDGE_S)] - sums[bisect.bisect_left(times, a - EDGE_S)]
 
 
-def mean_ratio(events: Sequence[tuple[float, float]], limit: float, t0: float, t1: float) -> float:
+def mean_ratio(events: Sequence[tuple[float, float]], limit: float, t0: float, t1: float,
+               less: Sequence[tuple[float, float]] = ()) -> float:
+    """Rows admitted in [t0, t1) over the limit times the span's seconds, less those of the stretches ``less``."""
     times, sums = _prefix(events)
-    return _between(times, sums, t0, t1) / (limit * (t1 - t0))
+    seconds = (t1 - t0) - sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in less)
+    return _between(times, sums, t0, t1) / (limit * seconds) if seconds > 0 else 0.0
+
+
+PAUSE_S = 1.0   # no task for longer than this is Spark's pause; a stream's gaps between micro-batches are shorter
+
+
+def read_spans(log_dir: Path) -> list[tuple[float, float]]:
+    """``(start, end)`` of every task that wrote a ``*.span`` file in ``log_dir``, by start."""
+    spans = []
+    for path in Path(log_dir).glob("*.span"):
+        parts = path.read_text().split()
+        if len(parts) == 2:
+            spans.append((float(parts[0]), float(parts[1])))
+    return sorted(spans)
+
+
+def pauses(spans: Iterable[tuple[float, float]], t0: float, t1: float,
+           min_s: float = PAUSE_S) -> list[tuple[float, float]]:
+    """The stretches of [t0, t1) longer than ``min_s`` that no span covers."""
+    out, covered = [], t0
+    for a, b in sorted(spans):
+        if a - covered > min_s and a < t1:
+            out.append((covered, a))
+        covered = max(covered, b)
+    if t1 - covered > min_s:
+        out.append((covered, t1))
+    return out
 
 
 def window_sums(events: Sequence[tuple[float, float]], t0: float, t1: float,

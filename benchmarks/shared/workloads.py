@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common import row
-from . import jobs
+from . import jobs, windows
 
 __all__ = ["Workload", "workloads", "rows_for", "LIMIT", "INTERVAL_S", "WARMUP_S", "ONE_ACQUIRE", "SECTION"]
 
@@ -75,11 +75,16 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float]) -> list[di
                        r["lost"] + r["twice"] == 0, f"{r['lost']:.0f} lost, {r['twice']:.0f} sent twice"))
     if w.during == "executor":
         # the publish job's figures count what was delivered: the killed attempt's sends are not in them
-        goal = kind == "ours" and w.job != "publish"
-        out.append(row(SECTION, f"{label}: mean after the kill / limit", r["after_mean"], "x",
-                       ">= 0.9" if goal else "", r["after_mean"] >= 0.9 if goal else None,
+        out.append(row(SECTION, f"{label}: mean after the kill / limit", r["after_mean"], "x", "", None,
                        "the survivor, then the executor the master starts again" if w.job != "publish" else
                        "delivered records only: the killed attempt's sends are sent again by its retry"))
+        if "after_running_mean" in r:
+            goal = kind == "ours"
+            out.append(row(SECTION, f"{label}: mean after the kill while a task ran / limit",
+                           r["after_running_mean"], "x", ">= 0.9" if goal else "",
+                           r["after_running_mean"] >= 0.9 if goal else None,
+                           f"less {r['after_paused_s']:.1f} s in which Spark ran no task (longer than "
+                           f"{windows.PAUSE_S:g} s: the replacement executor starting)"))
         if w.job == "publish":
             out.append(row(SECTION, f"{label}: worst 1-s window / limit", r["worst"], "x", f"<= {1.05 + ONE_ACQUIRE:.2f}",
                            r["worst"] <= 1.05 + ONE_ACQUIRE, "delivered records only"))

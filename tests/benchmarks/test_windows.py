@@ -12,7 +12,9 @@ from benchmarks.shared.windows import (
     hold_time_s,
     longest_gap_s,
     mean_ratio,
+    pauses,
     read_events,
+    read_spans,
     read_waits,
     throttled_share,
     window_sums,
@@ -89,3 +91,17 @@ def test_a_batch_over_too_soon_is_measured_whole_and_its_mean_above_the_limit_mi
     (t0, t1), worst = batch_spans(ramp)
     assert t0 == 202.0 and mean_ratio(ramp, 1000, t0, t1) == pytest.approx(1.0, rel=0.02)
     assert worst_window_ratio(ramp, 1000, *worst) >= 3.9
+
+
+def test_spark_pauses_are_the_stretches_no_task_covers_and_a_mean_can_leave_them_out(tmp_path: Path) -> None:
+    (tmp_path / "1-a.span").write_text("0.0 4.0\n")
+    (tmp_path / "1-b.span").write_text("4.5 6.0\n")    # a gap of half a second: a stream between micro-batches
+    (tmp_path / "2-c.span").write_text("8.5 12.0\n")   # 2.5 s with no task: the replacement executor starting
+    (tmp_path / "2-d.span").write_text("broken\n")     # (a file cut short by a kill is skipped)
+    spans = read_spans(tmp_path)
+    assert spans == [(0.0, 4.0), (4.5, 6.0), (8.5, 12.0)]
+    assert pauses(spans, 0.0, 12.0) == [(6.0, 8.5)]
+    assert pauses(spans, 0.0, 14.0) == [(6.0, 8.5), (12.0, 14.0)]
+    events = steady(1000, 0, 6) + steady(1000, 8.5, 12)
+    assert mean_ratio(events, 1000, 2.0, 12.0) == pytest.approx(0.75)
+    assert mean_ratio(events, 1000, 2.0, 12.0, less=pauses(spans, 2.0, 12.0)) == pytest.approx(1.0)
