@@ -111,7 +111,8 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float]) -> list[di
                        f"<= {1.05 + ONE_ACQUIRE:.2f}", r["after_worst"] <= 1.05 + ONE_ACQUIRE))
         return out
     else:
-        goal = kind == "ours"
+        # (with an executor killed, the whole run's mean holds Spark's own pause: the goal is on the one above)
+        goal = kind == "ours" and w.during != "executor"
         most = 1.05 + ONE_ACQUIRE   # a mean above the limit is a limit that did not hold
         out.append(row(SECTION, f"{label}: mean admitted / limit", r["mean"], "x",
                        f"0.97-{most:.2f}" if goal else "", 0.97 <= r["mean"] <= most if goal else None))
