@@ -144,7 +144,7 @@ class Bench:
         else:
             jobs.stream(self.spark, fn, w.partitions, int(LIMIT), WARMUP_S + self.duration_s, during)
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
-        spans = windows.read_spans(log_dir)
+        spans = windows.read_spans(log_dir) if "executor_killed" in marks else []   # (only that row uses them)
         if w.job != "publish":
             events = [(t, n) for t, n, _ in waits]
         shutil.rmtree(log_dir, ignore_errors=True)
