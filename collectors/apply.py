@@ -185,7 +185,9 @@ class Applier:
         if isinstance(lim, PublishRateLimiter):
             fallback = shared and pool is None   # the safe split: this worker's static part of the limit
             burst = SAFE_BURST_S if fallback else None
-            if moved or lim.burst_s != burst or lim.capacity != pool or lim.holds_when_dry != fallback:
+            # (a shared limit's part holds: a pool by being one, the split by ``hold_when_dry``; compared as such,
+            # else every refresh re-applied every pool and re-planned, past its deposit, a waiting producer's release)
+            if moved or lim.burst_s != burst or lim.capacity != pool or lim.holds_when_dry != shared:
                 # (a task's new producer waits out the split's debt, as a pool's does: else each task of a worker
                 # adds one acquire to the limit's window -- 1.2x the limit in a 1-s window through an outage)
                 lim.update_rate(rate, burst, pool, hold_when_dry=fallback)

@@ -191,6 +191,27 @@ def test_an_unreachable_control_plane_turns_pools_into_the_safe_rate_after_a_mom
     assert never.rate.is_unlimited
 
 
+def test_a_refresh_leaves_an_unchanged_limiter_alone(world: dict[str, Any], clock: ManualClock) -> None:
+    # re-applying an unchanged pool re-planned its producers' release from the pool's refill time (it has none):
+    # on the keeper's thread, between a deposit and the release it scheduled, a producer waiting on the dry pool
+    # then stayed paused until the control plane was given up on (2.4 s in the slow-network test)
+    limits, applier = world["limits"], world["applier"]
+    applier.apply(policies(**GROUPED))
+    rg = limits.limiter(Level.RESOURCE_GROUP, "g")
+    applier.refresh()
+    applied = []
+    real = rg.update_rate
+    rg.update_rate = lambda *a, **kw: (applied.append(a), real(*a, **kw))
+    applier.refresh()
+    assert applied == []                                          # a pool, as it was
+    applier.grants.unreachable()
+    clock.advance(OUTAGE_SWITCH_S)
+    applier.refresh()
+    assert len(applied) == 1 and rg.holds_when_dry                # the static split, once
+    applier.refresh()
+    assert len(applied) == 1                                      # ... and left alone after
+
+
 def test_an_operators_change_is_applied_exactly(world: dict[str, Any]) -> None:
     limits, applier = world["limits"], world["applier"]
     applier.apply(policies(**GROUPED))
