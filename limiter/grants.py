@@ -47,8 +47,9 @@ consumption could hold the limit plus what was held at its start. Holders that `
 what they spent, and when, close that gap: ``limiter.spent.SpentWindow`` counts their tokens as held until spent
 and then from when they were spent, and a grant must fit both bounds: the grants of the window within the
 limit (so the long-run rate is the limit), and the window's spends plus what is held within the limit and
-``HELD_SLACK`` of it (so a burst of held tokens adds at most that to any window of consumption). A holder that
-does not report is bounded by its grants alone.
+``HELD_SLACK`` of it (so a burst of held tokens adds at most that to any window of consumption) -- except what
+repays the debt of the window's only spender, which pays for a spend already counted (``limiter.spent``). A
+holder that does not report is bounded by its grants alone.
 
 ``learning_cap``: after a control-plane restart the table knows nothing of the tokens the participants are
 spending on the old process's grants or their fallback rates; until everyone has been heard from, a holder gets
@@ -231,7 +232,8 @@ class GrantWindow:
                 # away for: a batch job's worker is back from one short task to the next within milliseconds, and
                 # a full bucket for each task let 64 short tasks spend 1.3x the limit in a second
                 own = max(own, fair_per_s * min(self.burst_s, now_s - away_since))
-        spent_room = capacity * (1 + HELD_SLACK) - self._spent.counted(now_s)
+        # (a sole spender's debt is repaid beyond the spends' bound: it pays for a spend already counted)
+        spent_room = capacity * (1 + HELD_SLACK) - self._spent.counted(now_s) + self._spent.excusable(holder, now_s)
         amount = min(wants, own, capacity - self._total, spent_room, _amount("fair_chunk", fair_chunk))
         if learning_cap is not None:
             amount = min(amount, learning_cap - self.granted_to(holder, now_s))
@@ -250,6 +252,7 @@ class GrantWindow:
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount)
+        self._spent.repaid(holder, amount)
         return amount
 
     def fair_rate(self, holder: Hashable, rate_per_s: float, now_s: float) -> float:

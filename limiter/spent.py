@@ -31,6 +31,16 @@ of it (and a report's lag) to any window of consumption.
 A reporting holder silent for a window is gone (it died, or moved to another control plane): what it held is
 dropped.
 
+A sole spender's debt (``excusable``). A producer sends when its pool holds anything and overdraws it by the rest
+of the acquire (Pulsar's rule); the grants that repay the debt pay for a spend already counted, and enable no new
+one. Counted against the bound all the same, they left a holder whose acquires are large beside the limit -- 100
+messages a send at 150/s: every window held two sends, 200 against a bound of 157.5 -- waiting for the first to
+slide out before it could repay the second: one send a second, 0.87 of the limit. When the holder is the window's
+only spender (no other spends nor holds anything in it), its grants are bounded by its own bucket and the
+window's grants (the limit per window), and its spends by those plus the one acquire it overdraws: a grant may
+repay its debt beyond the bound. With other spenders it may not: every holder could then overdraw at once, and
+the window hold one acquire per holder over the limit (measured, 1.2x a 1,000/s limit shared by four).
+
 Worked example, limit 1,000 per 1-s window: worker A was granted 150 at 0.3 s and reported holding them at 0.4 s
 while idle (outstanding 150). Its task ends; the next starts at 1.1 s, spends the 150 at once and asks: they become
 a spend dated 1.1 s, counted until 2.1 s, so the grants in (1.1, 2.1] get at most 900 (``HELD_SLACK`` 0.05: 1,050
@@ -64,8 +74,10 @@ class SpentWindow:
 
     def __init__(self, window_s: float):
         self.window_s = float(positive("window_s", window_s, unit="seconds"))
-        self._spends: deque[tuple[float, float]] = deque()   # (when, amount), oldest first
+        self._spends: deque[tuple[float, float, Hashable]] = deque()   # (when, amount, holder), oldest first
         self._spent = 0.0
+        self._spent_by: dict[Hashable, float] = {}   # holder -> its spends in the window
+        self._debts: dict[Hashable, float] = {}      # holder -> the debt it last reported (an overdrawn acquire)
         self._held: dict[Hashable, float] = {}
         self._held_total = 0.0
         self._reported: OrderedDict[Hashable, float] = OrderedDict()   # holder -> when it last reported, oldest first
@@ -73,11 +85,19 @@ class SpentWindow:
     def _slide(self, now_s: float) -> None:
         horizon = now_s - self.window_s
         while self._spends and self._spends[0][0] <= horizon:
-            self._spent -= self._spends.popleft()[1]
+            _, amount, holder = self._spends.popleft()
+            self._spent -= amount
+            left = self._spent_by.get(holder, 0.0) - amount
+            if left <= 1e-9:
+                self._spent_by.pop(holder, None)
+            else:
+                self._spent_by[holder] = left
         if not self._spends:
             self._spent = 0.0   # no float dust
+            self._spent_by.clear()
         for holder in expire(self._reported, horizon):
             self._set_held(holder, None)
+            self._debts.pop(holder, None)
 
     def _set_held(self, holder: Hashable, amount: float | None) -> None:
         self._held_total += (amount or 0.0) - self._held.get(holder, 0.0)
@@ -103,11 +123,16 @@ class SpentWindow:
             i = len(spends)   # in time order: a report's spends are at most a few entries older than the newest
             while i and spends[i - 1][0] > at_s:
                 i -= 1
-            spends.insert(i, (at_s, amount))
+            spends.insert(i, (at_s, amount, holder))
             self._spent += amount
+            self._spent_by[holder] = self._spent_by.get(holder, 0.0) + amount
         # a holder that spends as it goes (it reported spends) reports its stock as spends within moments: counted
         # then; one that spent nothing since its last report may hold it through a gap, and spend it at once
         self._set_held(holder, max(0.0, float(held)) if spent_now <= 0 else None)
+        if held < 0:
+            self._debts[holder] = -float(held)
+        else:
+            self._debts.pop(holder, None)
         self._reported[holder] = now_s
         self._reported.move_to_end(holder)
 
@@ -115,6 +140,26 @@ class SpentWindow:
         """``holder`` was granted ``amount``: if it is an idle reporting holder, held until its next report."""
         if holder in self._held:
             self._set_held(holder, self._held[holder] + amount)
+
+    def excusable(self, holder: Hashable, now_s: float) -> float:
+        """How much of ``holder``'s debt a grant may repay beyond the bound: all of it while ``holder`` is the
+        window's only spender, else nothing (see the module essay)."""
+        debt = self._debts.get(holder, 0.0)
+        if debt <= 0:
+            return 0.0
+        self._slide(now_s)
+        others = (self._spent - self._spent_by.get(holder, 0.0)) + (self._held_total - self._held.get(holder, 0.0))
+        return debt if others <= 1e-9 else 0.0
+
+    def repaid(self, holder: Hashable, amount: float) -> None:
+        """``holder`` was granted ``amount``: what repays its debt is no longer owed."""
+        debt = self._debts.get(holder)
+        if debt is not None:
+            left = debt - amount
+            if left <= 1e-9:
+                del self._debts[holder]
+            else:
+                self._debts[holder] = left
 
     def counted(self, now_s: float) -> float:
         """Spent in the window ending now, and held by idle holders."""

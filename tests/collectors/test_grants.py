@@ -64,6 +64,19 @@ def test_two_workers_sending_at_once_share_the_limit_and_no_window_holds_more(cl
     assert all(p.grant_keeper.asks >= 5 for p in parts)                # both were granted, several times
 
 
+def test_one_worker_whose_sends_are_large_beside_the_limit_gets_the_limit(clock: ManualClock) -> None:
+    """150 msgs/s, 100 a send (the demo's topic clicks): every window holds one or two sends, and the second's
+    debt had waited for the first to slide out of the spends' bound -- 0.87 of the limit."""
+    cp = InProcessControlPlane(policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": 150}}}),
+                               interval_s=1.0, clock=clock.now_s)
+    p = make_participant(clock, cp, pid="p0", interval_s=1.0)
+    assert p.report_now()
+    admitted = send(clock, [p], [p.producer(TOPIC)], 12.0)
+    late = [(t, n) for t, n in admitted if t >= admitted[0][0] + 2]
+    assert sum(n for _, n in late) >= 0.97 * 150 * 10
+    assert worst_window(late) <= 150 * 1.05 + 100                      # held: the limit plus one send
+
+
 def test_demand_that_hops_between_workers_uses_the_whole_limit(clock: ManualClock) -> None:
     """Spark's pattern: a task on one worker, then the next task on the other, a gap between them. Tasks of 0.7 s
     and gaps of 0.3 s: a rate split would admit at most 700/s; the moving window of grants, the whole 1000."""

@@ -43,6 +43,45 @@ def test_a_debt_counts_as_nothing_held_and_spends_are_kept_in_time_order() -> No
     assert w.counted(1.47) == 100                  # B's slid out first
 
 
+def test_a_sole_spenders_debt_may_be_repaid_beyond_the_bound_and_no_one_elses() -> None:
+    w = SpentWindow(1.0)
+    w.report("A", -90, [(0.1, 100), (0.5, 100)], now_s=0.5)   # two acquires of 100 in the window, 90 owed
+    assert w.counted(0.5) == 200 and w.excusable("A", 0.5) == 90
+    w.repaid("A", 60)
+    assert w.excusable("A", 0.5) == 30
+    w.report("B", 0, [(0.55, 10)], now_s=0.6)                 # another spender: every holder could overdraw at once
+    assert w.excusable("A", 0.6) == 0
+    assert w.excusable("A", 1.56) == 30                       # B's spend slid out: A is alone again
+    w.report("A", 5, [], now_s=1.6)                           # repaid: nothing owed
+    assert w.excusable("A", 1.6) == 0
+
+
+def test_an_idle_holder_is_a_spender_too() -> None:
+    w = SpentWindow(1.0)
+    w.report("A", -50, [(0.1, 100)], now_s=0.1)
+    w.report("idle", 200, [], now_s=0.2)                      # may spend its 200 at once
+    assert w.excusable("A", 0.3) == 0
+
+
+def test_a_sole_spender_with_acquires_large_beside_the_limit_gets_the_limit() -> None:
+    """100 a send at 150/s, alone: the spends' bound (157.5) held it to one send a second before its debts were
+    excused; its own bucket and the window's grants still hold every window to the limit plus the send."""
+    w = GrantWindow(1.0)
+    balance, sends, t = 0.0, [], 0.0
+    while t < 20.0:
+        if balance > 0:                  # Pulsar's rule: it sends while it holds anything, and owes the rest
+            balance -= 100
+            sends.append(t)
+            w.report("A", balance, [(t, 100)], t)
+        else:
+            w.report("A", balance, [], t)
+        balance += w.grant("A", 37.5 - min(balance, 0.0), 150, t, fair_chunk=37.5, rate_per_s=150)
+        t = round(t + 0.01, 2)
+    late = [s for s in sends if s >= 2.0]
+    assert len(late) * 100 / 18 >= 0.97 * 150
+    assert max(sum(1 for s in late if a <= s < a + 1.0) for a in late) * 100 <= 150 * (1 + HELD_SLACK) + 100
+
+
 @pytest.mark.parametrize("held, spent, error", [
     (float("nan"), [], "held must be a finite number"),
     (10, [(0.1, -5)], "a spend must be a finite number of tokens >= 0"),
