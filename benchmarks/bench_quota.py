@@ -54,7 +54,7 @@ class _Relay:
         self.grants = GrantBook(INTERVAL_S, clock=clock.now_s)
         self.timeout_s = 1.0
 
-    def grant(self, request: GrantRequest) -> GrantAnswer:
+    def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
         return GrantAnswer(policyVersion=self.policies.version,
                            grants=self.grants.answer(request.participant_id, request.asks, self.policies))
 

@@ -68,7 +68,7 @@ class ParticipantClient(Protocol):
 
     def report(self, report: Report) -> ReportResponse: ...
 
-    def grant(self, request: GrantRequest) -> GrantAnswer: ...
+    def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer: ...
 
     def goodbye(self, participant_id: str, timeout_s: float = 0.5) -> bool: ...
 
@@ -95,14 +95,16 @@ class ControlPlaneClient:
     def report(self, report: Report) -> ReportResponse:
         return self._post("/v1/report", report, ReportResponse)
 
-    def grant(self, request: GrantRequest) -> GrantAnswer:
-        """Ask for tokens of shared limits, or give them back (thread-safe: the grant keeper's thread calls it)."""
-        return self._post("/v1/grant", request, GrantAnswer)
+    def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
+        """Ask for tokens of shared limits, or give them back (thread-safe: the grant keeper's thread calls it);
+        ``timeout_s``: this request's own timeout (default: the client's)."""
+        return self._post("/v1/grant", request, GrantAnswer, timeout_s)
 
-    def _post(self, path: str, body: BaseModel, answer: type[A]) -> A:
+    def _post(self, path: str, body: BaseModel, answer: type[A], timeout_s: float | None = None) -> A:
         try:
             resp = self._http.post(path, content=body.model_dump_json(exclude_none=True),
-                                   headers={"Content-Type": "application/json"})
+                                   headers={"Content-Type": "application/json"},
+                                   timeout=httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s)
         except httpx.HTTPError as e:
             raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
         if resp.status_code >= 500:

@@ -28,7 +28,10 @@ control plane last answered (the limit divided by the participants that asked in
 split, so the limit is held and nobody who was sending stalls). A limiter that was never answered runs at the
 limit divided by the most participants any answer counted (at least two): a worker that starts during an
 outage does not wait for as long as the outage lasts. When the control plane answers again (``reachable``), the
-pools take over.
+pools take over. An ask that goes unanswered is an outage too, from when it was sent: a grant ask waits at most
+``ASK_TIMEOUT_S`` (twice a chunk's span: an answer slower than that cannot keep a pool filled), not the
+reporter's request timeout -- an ask hung for those 2 s left its pool dry and a producer waiting on the network
+(measured: 2.4 s), which is what the pools are there to prevent.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from protocol import Grant, GrantAsk, GrantRequest, Spend, parse_limit_key
 from .spends import SpendLog
 
 __all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
-           "DEFAULT_CHUNK_S"]
+           "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +56,13 @@ NOTHING = 1e-6          # per second: a pool's own refill (a rate <= 0 would mea
 IDLE_S = 0.5            # a pool that admitted nothing this long gives its tokens back
 POLL_S = 0.02
 OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the safe rate
-# the safe rate's bucket holds this many seconds of it. A hundredth held the second after a restart better (1.0-1.1x
-# the limit against 1.1-1.2; each micro-batch's first send found a tenth's worth there after the gap), but a pool
-# back from a short outage carries over what the split held, and with a hundredth that was too little to bridge an
-# ask that then hung for the request timeout: the pool ran dry and its producer waited 2.4 s on the network. A
-# tenth bridges it; that a hung ask can leave a pool dry at all is still to fix
-SAFE_BURST_S = 0.1
+# the safe rate's bucket holds this many seconds of it: each micro-batch's first send finds it full after the gap,
+# and a tenth held the second after a control-plane restart at 1.1-1.2x the limit (a hundredth: 1.0-1.05). A pool
+# back from an outage carries over what the split held, and a hundredth is too little to bridge an ask that hangs:
+# a producer then waits until the ask's timeout (ASK_TIMEOUT_S) puts the split back -- at most that, once
+SAFE_BURST_S = 0.01
 DEFAULT_CHUNK_S = 0.25  # the first ask of a limit: this many seconds of the whole limit (the answer says more)
+ASK_TIMEOUT_S = 2 * DEFAULT_CHUNK_S   # a grant ask unanswered this long: the outage rules, from when it was sent
 HEADROOM = 1.0          # a pool that is not waiting asks for the rate it spends (waiting: everything)
 
 
@@ -150,9 +153,11 @@ class Grants:
     def outage_since(self) -> float | None:
         return self._outage_since
 
-    def unreachable(self) -> None:
+    def unreachable(self, since: float | None = None) -> None:
+        """The control plane cannot be reached, since ``since`` (default: now; an ask that timed out: when it was
+        sent) unless an outage already runs."""
         if self._outage_since is None:
-            self._outage_since = self._now_s()
+            self._outage_since = self._now_s() if since is None else min(since, self._now_s())
 
     def reachable(self) -> None:
         self._outage_since = None
@@ -286,7 +291,7 @@ class GrantKeeper:
             answers = self._send(GrantRequest(participant_id=self.me, asks=[a for a, _ in asks]))
         except Exception as e:  # noqa: BLE001 - any failure: the outage rules apply; the reporter retries
             self.failures += 1
-            self.grants.unreachable()
+            self.grants.unreachable(since=now)   # (from when the ask was sent: it may have hung for its timeout)
             log.debug("throttlescope: grant ask failed: %s", e)
             self._refresh()
             return 0

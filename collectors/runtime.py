@@ -55,7 +55,7 @@ from protocol import PolicySet, Report, limit_key
 from .apply import DISPATCH, PUBLISH, Applier
 from .config import RuntimeConfig
 from .dispatching import DispatchLimits
-from .grants import GrantKeeper, Pool
+from .grants import ASK_TIMEOUT_S, GrantKeeper, Pool
 from .identity import Identity, detect_identity
 
 if TYPE_CHECKING:
@@ -109,7 +109,8 @@ class Participant:
             def now_s() -> float:
                 return self.clock.now_ns() / 1e9
             self.grant_keeper = GrantKeeper(self.identity.participant_id, self.applier.grants, self._pools,
-                                            lambda req: client.grant(req).grants, self.applier.refresh, now_s)
+                                            lambda req: client.grant(req, timeout_s=ASK_TIMEOUT_S).grants,
+                                            self.applier.refresh, now_s)
             self.limits.on_throttle = self.grant_keeper.wake
             if start:
                 self.reporter.start()

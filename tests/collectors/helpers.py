@@ -50,7 +50,7 @@ class InProcessControlPlane:
                               usage=self.live.usage_map(keys), reportIntervalSeconds=self.live.interval_s,
                               accepted=accepted, reason=reason)
 
-    def grant(self, request: GrantRequest) -> GrantAnswer:
+    def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
         if self.fail is not None:
             raise self.fail
         self.grant_requests.append(request)

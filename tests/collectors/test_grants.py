@@ -8,7 +8,7 @@ import gc
 import pytest
 
 from collectors.client import Unreachable
-from collectors.grants import OUTAGE_SWITCH_S
+from collectors.grants import ASK_TIMEOUT_S, OUTAGE_SWITCH_S
 from limiter import ManualClock
 from limiter.policy import Level, Rate
 from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
@@ -112,6 +112,27 @@ def test_an_unreachable_control_plane_spends_the_pool_then_runs_at_the_safe_rate
     cp.fail = None
     assert p.report_now()
     assert topic.capacity == (1000, 0)                                 # back: the pool again
+
+
+def test_an_ask_that_hangs_until_its_timeout_is_an_outage_from_when_it_was_sent(clock: ManualClock) -> None:
+    cp, (p, q) = world(clock)
+    producers = [p.producer(TOPIC), q.producer(TOPIC)]
+    send(clock, [p, q], producers, 2.0)
+    topic = p.limits.limiter(Level.TOPIC, TOPIC)
+    asked = cp.grant
+
+    def hangs(request, timeout_s=None):
+        assert timeout_s == ASK_TIMEOUT_S                              # not the reporter's 2 s
+        clock.advance(timeout_s)
+        raise Unreachable("ReadTimeout: timed out")
+
+    cp.grant = hangs
+    producers[0].try_acquire(1000)                                     # its pool dry: it asks at once
+    p.grant_keeper.run_once()
+    # the ask was sent ASK_TIMEOUT_S (>= OUTAGE_SWITCH_S) ago: the static split at once, not the pool's waiting
+    assert topic.capacity is None and topic.rate == Rate(500)
+    cp.grant = asked
+    assert p.report_now() and topic.capacity == (1000, 0)              # answered again: the pool
 
 
 def read_until(clock: ManualClock, parts: list, dispatchers: list, seconds: float) -> list[tuple]:
