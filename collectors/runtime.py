@@ -41,7 +41,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from limiter.clock import Clock, ManualClock, SystemClock, ThreadScheduler
@@ -49,6 +49,7 @@ from limiter.dispatch import Dispatcher
 from limiter.levels import PublishLimits
 from limiter.mutation import MutationQuota, MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
+from limiter.policy import Level
 from limiter.producer import Producer
 from protocol import PolicySet, Report, limit_key
 
@@ -172,13 +173,14 @@ class Participant:
         """Every limiter of a shared limit, as the grant keeper sees it now."""
         applier, out = self.applier, []
         producers, paused = self.limits.producer_counts(), self.limits.producer_counts(paused_only=True)
+        paths = self.limits.paths()
         for lim in self.limits.limiters():
             limit = applier.pooled(lim.level, PUBLISH, lim.name)
             if limit is not None and lim.capacity is not None:
                 level = (lim.level, lim.name)
                 out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, producers.get(level, 0),
                                 lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
-                                lim.deposit))
+                                lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ()))))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)
@@ -191,6 +193,15 @@ class Participant:
                                 self.dispatch.admitted(lim.level, lim.name)[0], lim.balance(), lim.deposit,
                                 eager=True))
         return out
+
+    def _ceiling(self, others: Iterable[tuple[Level, str]]) -> float | None:
+        """The lowest configured msgs/s limit of ``others`` (the other levels a pool's producers pass), or None."""
+        rates = []
+        for level, name in others:
+            limit = self.applier.limit(level, PUBLISH, name)
+            if limit is not None and limit.rate.msgs_limited:
+                rates.append(limit.rate.msgs_per_s())
+        return min(rates, default=None)
 
     # --- state --------------------------------------------------------------------------------------------
 

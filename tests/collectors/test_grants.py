@@ -77,6 +77,24 @@ def test_one_worker_whose_sends_are_large_beside_the_limit_gets_the_limit(clock:
     assert worst_window(late) <= 150 * 1.05 + 100                      # held: the limit plus one send
 
 
+def test_a_topic_held_by_its_own_limit_leaves_the_rest_of_its_tenant_to_the_others(clock: ManualClock) -> None:
+    """The demo's tenant: 600 msgs/s over three topics, one of them held to 150 by its own limit. That topic's
+    tenant pool, waiting now and then, said it wanted the whole tenant: the fair split gave each topic 200 and 50
+    of the tenant went unused (0.9). It says at most its topic's limit now: 150 / 225 / 225."""
+    topics = ["acme/web/clicks", "acme/web/views", "acme/ops/logs"]
+    cp = InProcessControlPlane(policies(tenants={"acme": {"publishRate": {"publishThrottlingRateInMsg": 600}}},
+                                        topics={topics[0]: {"publishRate": {"publishThrottlingRateInMsg": 150}}}),
+                               interval_s=1.0, clock=clock.now_s)
+    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(3)]
+    for p in parts:
+        assert p.report_now()
+    admitted = send(clock, parts, [p.producer(t) for p, t in zip(parts, topics, strict=True)], 12.0)
+    late = [n for t, n in admitted if t >= admitted[0][0] + 2]
+    assert sum(late) >= 0.93 * 600 * 10
+    tenant_asks = [a for r in cp.grant_requests if r.participant_id == "p0" for a in r.asks if a.level == "tenant"]
+    assert tenant_asks and max(a.rate_msgs_per_s for a in tenant_asks) <= 150
+
+
 def test_demand_that_hops_between_workers_uses_the_whole_limit(clock: ManualClock) -> None:
     """Spark's pattern: a task on one worker, then the next task on the other, a gap between them. Tasks of 0.7 s
     and gaps of 0.3 s: a rate split would admit at most 700/s; the moving window of grants, the whole 1000."""

@@ -133,3 +133,13 @@ def test_levels_are_used_where_they_belong(limits):
     with pytest.raises(PolicyError, match="topic, namespace or broker"):
         limits.set_topic_policy(Level.TENANT, "acme", Rate(msgs=1))
     assert split_topic("persistent://acme/web/x") == ("acme", "acme/web", "acme/web/x")
+
+
+def test_paths_name_the_other_limiters_each_limiters_live_producers_pass(limits):
+    clicks, views = limits.producer("acme/web/clicks"), limits.producer("acme/web/views")
+    paths = limits.paths()
+    tenant = paths[(Level.TENANT, "acme")]
+    assert {(Level.TOPIC, "acme/web/clicks"), (Level.TOPIC, "acme/web/views")} <= tenant
+    assert (Level.TENANT, "acme") not in tenant                       # not itself
+    assert (Level.TOPIC, "acme/web/views") not in paths[(Level.TOPIC, "acme/web/clicks")]
+    assert clicks and views
