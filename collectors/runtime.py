@@ -194,14 +194,22 @@ class Participant:
                                 eager=True))
         return out
 
-    def _ceiling(self, others: Iterable[tuple[Level, str]]) -> float | None:
-        """The lowest configured msgs/s limit of ``others`` (the other levels a pool's producers pass), or None."""
-        rates = []
-        for level, name in others:
-            limit = self.applier.limit(level, PUBLISH, name)
-            if limit is not None and limit.rate.msgs_limited:
-                rates.append(limit.rate.msgs_per_s())
-        return min(rates, default=None)
+    def _ceiling(self, paths: Iterable[tuple[tuple[Level, str], ...]]) -> float | None:
+        """The most a pool's producers can spend, msgs/s: each is held to the lowest configured limit of the other
+        levels it passes, and producers held by the same one share it. None when one of them is held by none."""
+        tightest: dict[tuple[Level, str], float] = {}
+        for others in paths:
+            best: tuple[float, tuple[Level, str]] | None = None
+            for level, name in others:
+                limit = self.applier.limit(level, PUBLISH, name)
+                if limit is not None and limit.rate.msgs_limited:
+                    per_s = limit.rate.msgs_per_s()
+                    if best is None or per_s < best[0]:
+                        best = (per_s, (level, name))
+            if best is None:
+                return None
+            tightest[best[1]] = best[0]
+        return sum(tightest.values()) if tightest else None
 
     # --- state --------------------------------------------------------------------------------------------
 

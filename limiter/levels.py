@@ -205,15 +205,16 @@ class PublishLimits:
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
-    def paths(self) -> dict[tuple[Level, str], set[tuple[Level, str]]]:
-        """(level, name) -> the other limiters that its live producers pass (a send passes all of a producer's)."""
+    def paths(self) -> dict[tuple[Level, str], list[tuple[tuple[Level, str], ...]]]:
+        """(level, name) -> for each live producer bound to that limiter, the other limiters it passes (a send
+        passes all of a producer's)."""
         with self._lock:
             producers = list(self._producers)
-        out: dict[tuple[Level, str], set[tuple[Level, str]]] = {}
+        out: dict[tuple[Level, str], list[tuple[tuple[Level, str], ...]]] = {}
         for producer in producers:
             keys = [(limiter.level, limiter.name) for limiter in producer.limiters]
             for key in keys:
-                out.setdefault(key, set()).update(k for k in keys if k != key)
+                out.setdefault(key, []).append(tuple(k for k in keys if k != key))
         return out
 
     def snapshots(self) -> list[LimiterSnapshot]:

@@ -95,6 +95,23 @@ def test_a_topic_held_by_its_own_limit_leaves_the_rest_of_its_tenant_to_the_othe
     assert tenant_asks and max(a.rate_msgs_per_s for a in tenant_asks) <= 150
 
 
+def test_a_pool_whose_producers_pass_different_limits_asks_for_what_they_can_spend_together(
+        clock: ManualClock) -> None:
+    """One worker sends to three topics of a 3,000 msgs/s tenant: logs held to 500 by its own limit, clicks and
+    views by none. Its tenant pool may want the whole tenant (a cap at logs' 500 held the tenant to 0.78 of it)."""
+    cp = InProcessControlPlane(policies(tenants={"acme": {"publishRate": {"publishThrottlingRateInMsg": 3000}}},
+                                        topics={"acme/ops/logs": {"publishRate": {"publishThrottlingRateInMsg": 500}}}),
+                               interval_s=1.0, clock=clock.now_s)
+    p = make_participant(clock, cp, pid="p0", interval_s=1.0)
+    assert p.report_now()
+    producers = [p.producer(t) for t in ("acme/web/clicks", "acme/web/views", "acme/ops/logs")]
+    admitted = send(clock, [p], producers, 6.0)
+    late = [n for t, n in admitted if t >= admitted[0][0] + 2]
+    assert sum(late) >= 0.95 * 3000 * 4
+    only_logs = p.producer("acme/ops/logs")
+    assert only_logs and max(a.rate_msgs_per_s for r in cp.grant_requests for a in r.asks if a.level == "tenant") > 500
+
+
 def test_demand_that_hops_between_workers_uses_the_whole_limit(clock: ManualClock) -> None:
     """Spark's pattern: a task on one worker, then the next task on the other, a gap between them. Tasks of 0.7 s
     and gaps of 0.3 s: a rate split would admit at most 700/s; the moving window of grants, the whole 1000."""
