@@ -79,7 +79,7 @@ class Pool:
     balance: tuple[float | None, float | None]     # (msgs, bytes) tokens held; None: dimension unlimited
     deposit: Callable[[float, float], None]
     eager: bool = False                            # spent whole at each read (dispatch): keep a chunk ahead
-    ceiling_msgs_per_s: float | None = None        # the lowest limit of the other levels its producers pass
+    ceiling_msgs_per_s: float | None = None        # the most its producers can spend (their other levels' limits)
 
 
 class Grants:
@@ -277,9 +277,9 @@ class GrantKeeper:
                 whole = (limit.msgs_per_s() if limit.msgs_limited else 0.0,
                          limit.bytes_per_s() if limit.bytes_limited else 0.0)
                 if limit.msgs_limited and pool.ceiling_msgs_per_s is not None:
-                    # its producers cannot spend faster than the lowest limit of another level they pass: a
-                    # tenant's topic held to 150 by its own limit that said "the whole tenant" whenever it waited
-                    # took a third of it in the fair split, and left the tenant's other topics short
+                    # its producers cannot spend faster than their other levels let them: a tenant's topic held to
+                    # 150 by its own limit that said "the whole tenant" whenever it waited took a third of it in
+                    # the fair split, and left the tenant's other topics short
                     whole = (min(whole[0], pool.ceiling_msgs_per_s), whole[1])
                 rate = whole if hungry or spent_per_s is None else (
                     min(whole[0], HEADROOM * spent_per_s), whole[1])

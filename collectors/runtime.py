@@ -172,13 +172,12 @@ class Participant:
     def _pools(self) -> list[Pool]:
         """Every limiter of a shared limit, as the grant keeper sees it now."""
         applier, out = self.applier, []
-        producers, paused = self.limits.producer_counts(), self.limits.producer_counts(paused_only=True)
-        paths = self.limits.paths()
+        paths, paused = self.limits.paths(), self.limits.producer_counts(paused_only=True)
         for lim in self.limits.limiters():
             limit = applier.pooled(lim.level, PUBLISH, lim.name)
             if limit is not None and lim.capacity is not None:
                 level = (lim.level, lim.name)
-                out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, producers.get(level, 0),
+                out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, len(paths.get(level, ())),
                                 lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
                                 lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ()))))
         dispatchers = self.dispatch.dispatcher_counts()
@@ -198,7 +197,7 @@ class Participant:
         """The most a pool's producers can spend, msgs/s: each is held to the lowest configured limit of the other
         levels it passes, and producers held by the same one share it. None when one of them is held by none."""
         tightest: dict[tuple[Level, str], float] = {}
-        for others in paths:
+        for others in set(paths):   # (a topic's producers all pass the same levels: looked up once)
             best: tuple[float, tuple[Level, str]] | None = None
             for level, name in others:
                 limit = self.applier.limit(level, PUBLISH, name)

@@ -252,7 +252,6 @@ class GrantWindow:
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount)
-        self._spent.repaid(holder, amount)
         return amount
 
     def fair_rate(self, holder: Hashable, rate_per_s: float, now_s: float) -> float:

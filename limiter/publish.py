@@ -25,7 +25,7 @@ Live changes (``update_rate``): bucket rates and capacities change in place (no 
 bucket.py). A limit that is raised or removed unthrottles every queued producer at once; a lowered one
 re-plans the task from the new throttling duration. A bucket holds one period of its limit (capacity = limit)
 unless ``update_rate(rate, burst_s=...)`` says how many seconds of the rate it may hold: a participant's
-static part of a shared limit holds a tenth of a second of it, since N participants' bursts add up (at
+static part of a shared limit holds a hundredth of a second of it, since N participants' bursts add up (at
 least 1 token, never more than one period). A limiter that is one participant's part of a shared limit -- a pool
 (``capacity``), or a static split (``hold_when_dry``) -- holds a producer that comes while it has less than one
 token, before it sends (``hold_if_dry``): there, Pulsar's free first send of a new producer would be one per

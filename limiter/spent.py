@@ -31,7 +31,7 @@ of it (and a report's lag) to any window of consumption.
 A reporting holder silent for a window is gone (it died, or moved to another control plane): what it held is
 dropped.
 
-A sole spender's debt (``excusable``). A producer sends when its pool holds anything and overdraws it by the rest
+A sole spender's debt (``excusable``; ``granted`` repays it). A producer sends when its pool holds anything and overdraws it by the rest
 of the acquire (Pulsar's rule); the grants that repay the debt pay for a spend already counted, and enable no new
 one. Counted against the bound all the same, they left a holder whose acquires are large beside the limit -- 100
 messages a send at 150/s: every window held two sends, 200 against a bound of 157.5 -- waiting for the first to
@@ -137,9 +137,16 @@ class SpentWindow:
         self._reported.move_to_end(holder)
 
     def granted(self, holder: Hashable, amount: float) -> None:
-        """``holder`` was granted ``amount``: if it is an idle reporting holder, held until its next report."""
+        """``holder`` was granted ``amount``: if it is an idle reporting holder, held until its next report; what
+        repays its debt is no longer owed."""
         if holder in self._held:
             self._set_held(holder, self._held[holder] + amount)
+        debt = self._debts.get(holder)
+        if debt is not None:
+            if debt - amount <= 1e-9:
+                del self._debts[holder]
+            else:
+                self._debts[holder] = debt - amount
 
     def excusable(self, holder: Hashable, now_s: float) -> float:
         """How much of ``holder``'s debt a grant may repay beyond the bound: all of it while ``holder`` is the
@@ -150,16 +157,6 @@ class SpentWindow:
         self._slide(now_s)
         others = (self._spent - self._spent_by.get(holder, 0.0)) + (self._held_total - self._held.get(holder, 0.0))
         return debt if others <= 1e-9 else 0.0
-
-    def repaid(self, holder: Hashable, amount: float) -> None:
-        """``holder`` was granted ``amount``: what repays its debt is no longer owed."""
-        debt = self._debts.get(holder)
-        if debt is not None:
-            left = debt - amount
-            if left <= 1e-9:
-                del self._debts[holder]
-            else:
-                self._debts[holder] = left
 
     def counted(self, now_s: float) -> float:
         """Spent in the window ending now, and held by idle holders."""

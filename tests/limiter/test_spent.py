@@ -47,7 +47,7 @@ def test_a_sole_spenders_debt_may_be_repaid_beyond_the_bound_and_no_one_elses() 
     w = SpentWindow(1.0)
     w.report("A", -90, [(0.1, 100), (0.5, 100)], now_s=0.5)   # two acquires of 100 in the window, 90 owed
     assert w.counted(0.5) == 200 and w.excusable("A", 0.5) == 90
-    w.repaid("A", 60)
+    w.granted("A", 60)
     assert w.excusable("A", 0.5) == 30
     w.report("B", 0, [(0.55, 10)], now_s=0.6)                 # another spender: every holder could overdraw at once
     assert w.excusable("A", 0.6) == 0
