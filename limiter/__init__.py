@@ -3,6 +3,7 @@
 The names below are the public API; each module opens with an essay on how it works and why.
 """
 
+from .adaptive import AdaptiveRate, AdaptiveSnapshot, Outcome
 from .bucket import DEFAULT_RESOLUTION_S, AsyncTokenBucket
 from .clock import Clock, ManualClock, Scheduler, SystemClock, ThreadScheduler, TimerHandle, scheduler_for
 from .counter import ExactCounter
@@ -31,6 +32,7 @@ from .publish import BucketSnapshot, LimiterSnapshot, PublishRateLimiter, QueueE
 from .throttle import ThrottleReason, ThrottleTracker
 
 __all__ = [
+    "AdaptiveRate", "AdaptiveSnapshot", "Outcome",
     "AsyncTokenBucket", "DEFAULT_RESOLUTION_S",
     "Clock", "ManualClock", "Scheduler", "SystemClock", "ThreadScheduler", "TimerHandle", "scheduler_for",
     "ExactCounter",

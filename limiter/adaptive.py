@@ -1,0 +1,224 @@
+"""Adaptive rates: one limit that learns what the sink behind it can take, from the sink's own answers.
+
+Why
+---
+The limit an operator types is a guess of what a downstream system can take. The system says it itself: an HTTP
+API answers 429 (or 503) with ``Retry-After`` when it is overrun, a database's latency climbs. A Spark job whose
+tasks each react alone backs off in one task while the others keep overrunning the sink; AIMD per client (AWS
+SDKs' adaptive retry mode, Vector's adaptive request concurrency) does not see the cluster either. One rate that
+every sender of a limit observes into, and that every sender is held to, does.
+
+How
+---
+``AdaptiveRate`` holds ``rate_per_s`` between ``floor_per_s`` and ``ceiling_per_s`` (the operator's configured
+limit). Every send's outcome is ``observe``d, from any thread, in any order: ``Outcome.OK`` (with its latency, if
+known), ``Outcome.THROTTLED`` (the sink said "too many", with its ``Retry-After`` if it gave one) or
+``Outcome.ERROR`` (it failed for another reason: counted, no congestion). An OK slower than ``slow_s`` (when set)
+is congestion too: a database's latency climbs before it refuses anything.
+
+- **decrease, once per congestion event:** the first congestion signal sets the rate to what the sink delivered
+  over the last epoch less ``margin`` -- clamped between ``max_cut`` and ``cut`` times the rate -- and holds it
+  for ``epoch_s``: the 429s that follow within it answer sends made at the old rate (every worker's in flight),
+  and are the same event. A rate far above the sink's capacity comes down in one or two epochs (a cut to the
+  delivered rate), not in the dozens a fixed factor takes.
+- **increase, while clean and used:** each epoch without congestion in which the sink delivered at least
+  ``USED`` of the rate adds a step per second of it, up to the ceiling -- a probe for capacity that came back.
+  The step starts at ``step_per_s`` and doubles with every such epoch in a row (back to ``step_per_s`` at a
+  decrease): near the capacity found last the probe is gentle, and a sink whose capacity grew by half is found
+  in a few epochs, not in the minutes a fixed step takes. An epoch that delivered less says nothing about the sink (the job sent less): the rate stays, so a job
+  that idles does not climb to the ceiling and overrun the sink when it resumes.
+- **Retry-After:** the sink's own pause, ``paused_for_s()``, for every sender of the limit (at most
+  ``max_pause_s``, so a bogus header cannot stall a cluster for an hour).
+- **the operator wins:** ``set_ceiling`` sets the ceiling and the rate to the operator's value at once (a cut
+  for maintenance must hold now; a raise is what was asked for), and ``changed_by`` says so until the next
+  adaptation.
+
+Worked example, ceiling 2,000/s, floor 50/s, epoch 1 s, cut 0.9, max cut 0.5, margin 0.05, step 20/s per second,
+a sink that takes 700/s: sending at 2,000/s, the first 429 comes a moment in; the sink delivered 700 in the last
+second, so the rate becomes max(0.5 x 2,000, 0.95 x 700) = 1,000. One epoch later the 429s go on (1,000 > 700):
+max(0.5 x 1,000, 665) = 665. Clean from there: 685 after a second, 725 after two (the step doubled), and the
+first 429 once the sink's own burst is spent cuts it back to ~665 at once. Simulated (``tests/limiter``: the sink
+a token bucket of 700/s holding a tenth of a second, a 429 beyond it, a job that always wants more): 0.99 of the
+capacity delivered over 30 s with 0.08 % of the sends refused; the sink grown to 1,200/s, found in 5 s; shrunk
+to 400/s, held within a second.
+
+Consistency: observations and reads are serialised by one lock; ``rate_per_s()`` settles a finished epoch
+first, so a reader sees the rate as of now. Time is the injected clock's (tests use ``ManualClock``).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import threading
+from dataclasses import dataclass
+
+from .checks import at_least_zero, positive
+from .clock import Clock, SystemClock
+
+__all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome"]
+
+USED = 0.8   # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
+
+
+class Outcome(enum.Enum):
+    OK = "ok"
+    THROTTLED = "throttled"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveSnapshot:
+    rate_per_s: float
+    ceiling_per_s: float
+    floor_per_s: float
+    paused_for_s: float
+    changed_by: str        # "operator", "decrease", "increase" or "retry-after"
+    ok: int                # outcomes observed since the start
+    throttled: int
+    errors: int
+
+
+def _fraction(name: str, value: float) -> float:
+    if not (isinstance(value, int | float) and math.isfinite(value) and 0 < value < 1):
+        raise ValueError(f"{name} must be a number > 0 and < 1, got {value!r}")
+    return float(value)
+
+
+class AdaptiveRate:
+    """One adaptive limit (see the module essay). Thread-safe."""
+
+    def __init__(self, ceiling_per_s: float, floor_per_s: float = 0.0, *, epoch_s: float = 1.0,
+                 cut: float = 0.9, max_cut: float = 0.5, margin: float = 0.05, step_per_s: float | None = None,
+                 slow_s: float | None = None, max_pause_s: float = 30.0, clock: Clock | None = None):
+        self._clock = clock or SystemClock()
+        self.epoch_s = positive("epoch_s", epoch_s, unit="seconds")
+        self.cut = _fraction("cut", cut)
+        self.max_cut = _fraction("max_cut", max_cut)
+        if self.max_cut > self.cut:
+            raise ValueError(f"max_cut ({max_cut!r}) must be <= cut ({cut!r}): it is the deepest cut of one event")
+        self.margin = 0.0 if margin == 0 else _fraction("margin", margin)
+        self.slow_s = None if slow_s is None else positive("slow_s", slow_s, unit="seconds")
+        self.max_pause_s = positive("max_pause_s", max_pause_s, unit="seconds")
+        self._lock = threading.Lock()
+        self.ceiling_per_s = positive("ceiling_per_s", ceiling_per_s, unit="per second")
+        self.floor_per_s = self._checked_floor(floor_per_s, self.ceiling_per_s)
+        self.step_per_s = (0.01 * self.ceiling_per_s if step_per_s is None
+                           else positive("step_per_s", step_per_s, unit="per second per second"))
+        self._rate = self.ceiling_per_s
+        self._step = self.step_per_s
+        self.changed_by = "operator"
+        now = self._now_s()
+        self._epoch_at = now            # the current epoch started then
+        self._hold_until = -math.inf    # no decrease before then (the last event's signals still arrive)
+        self._paused_until = -math.inf
+        self._delivered = 0.0           # OK outcomes (weights) in the current epoch
+        self._last_epoch = (0.0, 0.0)   # (delivered, seconds) of the epoch before
+        self._congested = False         # a congestion signal in the current epoch
+        self.ok = self.throttled = self.errors = 0
+
+    @staticmethod
+    def _checked_floor(floor_per_s: float, ceiling_per_s: float) -> float:
+        floor = at_least_zero("floor_per_s", floor_per_s, unit="per second")
+        if floor > ceiling_per_s:
+            raise ValueError(f"floor_per_s ({floor_per_s!r}) must be <= ceiling_per_s ({ceiling_per_s!r})")
+        return floor
+
+    def _now_s(self) -> float:
+        return self._clock.now_ns() / 1e9
+
+    # --- what the senders report ----------------------------------------------------------------------------
+
+    def observe(self, outcome: Outcome, n: float = 1, *, retry_after_s: float | None = None,
+                latency_s: float | None = None) -> None:
+        """``n`` sends ended with ``outcome``; ``retry_after_s``: the sink's Retry-After (THROTTLED only);
+        ``latency_s``: how long the send took (an OK slower than ``slow_s`` is congestion)."""
+        if not isinstance(outcome, Outcome):
+            raise ValueError(f"outcome must be one of {[o.value for o in Outcome]}, got {outcome!r}")
+        n = positive("n", n, unit="sends")
+        if retry_after_s is not None:
+            if outcome is not Outcome.THROTTLED:
+                raise ValueError(f"retry_after_s goes with a throttled outcome, not {outcome.value!r}")
+            retry_after_s = at_least_zero("retry_after_s", retry_after_s, unit="seconds")
+        if latency_s is not None:
+            latency_s = at_least_zero("latency_s", latency_s, unit="seconds")
+        with self._lock:
+            now = self._now_s()
+            self._roll(now)
+            if outcome is Outcome.ERROR:
+                self.errors += int(n)
+                return
+            if outcome is Outcome.OK:
+                self.ok += int(n)
+                self._delivered += n
+                if self.slow_s is None or latency_s is None or latency_s <= self.slow_s:
+                    return
+            else:
+                self.throttled += int(n)
+            self._congested = True
+            if now >= self._hold_until:
+                self._decrease(now)
+            if retry_after_s:
+                until = now + min(retry_after_s, self.max_pause_s)
+                if until > self._paused_until:
+                    self._paused_until, self.changed_by = until, "retry-after"
+
+    # --- what the senders are held to -----------------------------------------------------------------------
+
+    def rate_per_s(self) -> float:
+        """The rate every sender of the limit is held to now (0 while the sink asked for a pause)."""
+        with self._lock:
+            now = self._now_s()
+            self._roll(now)
+            return 0.0 if now < self._paused_until else self._rate
+
+    def paused_for_s(self) -> float:
+        """Seconds left of the pause the sink asked for (Retry-After), 0 if none."""
+        with self._lock:
+            return max(0.0, self._paused_until - self._now_s())
+
+    def set_ceiling(self, ceiling_per_s: float, floor_per_s: float | None = None) -> None:
+        """The operator's live change: the ceiling (and the floor) now, and the rate at the ceiling at once."""
+        ceiling = positive("ceiling_per_s", ceiling_per_s, unit="per second")
+        floor = self._checked_floor(self.floor_per_s if floor_per_s is None else floor_per_s, ceiling)
+        with self._lock:
+            self.ceiling_per_s, self.floor_per_s = ceiling, floor
+            self._rate, self.changed_by, self._step = ceiling, "operator", self.step_per_s
+
+    def snapshot(self) -> AdaptiveSnapshot:
+        with self._lock:
+            now = self._now_s()
+            self._roll(now)
+            return AdaptiveSnapshot(self._rate, self.ceiling_per_s, self.floor_per_s,
+                                    max(0.0, self._paused_until - now), self.changed_by, self.ok, self.throttled,
+                                    self.errors)
+
+    # --- the rules (under the lock) ---------------------------------------------------------------------------
+
+    def _delivered_per_s(self, now: float) -> float:
+        delivered, seconds = self._last_epoch
+        seconds += now - self._epoch_at
+        return (delivered + self._delivered) / seconds if seconds > 0 else 0.0
+
+    def _decrease(self, now: float) -> None:
+        target = self._delivered_per_s(now) * (1 - self.margin)
+        rate = min(self._rate * self.cut, max(self._rate * self.max_cut, target))
+        self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
+        self._step = self.step_per_s
+        self._hold_until = now + self.epoch_s
+        self._start_epoch(now)
+
+    def _roll(self, now: float) -> None:
+        """Settle the current epoch if it is over: an increase if it was clean and used."""
+        elapsed = now - self._epoch_at
+        if elapsed < self.epoch_s:
+            return
+        if not self._congested and self._delivered >= USED * self._rate * elapsed and self._rate < self.ceiling_per_s:
+            self._rate = min(self.ceiling_per_s, self._rate + self._step * elapsed)
+            self._step = min(2 * self._step, self.ceiling_per_s)
+            self.changed_by = "increase"
+        self._start_epoch(now)
+
+    def _start_epoch(self, now: float) -> None:
+        self._last_epoch = (self._delivered, now - self._epoch_at)
+        self._epoch_at, self._delivered, self._congested = now, 0.0, False
