@@ -17,33 +17,37 @@ known), ``Outcome.THROTTLED`` (the sink said "too many", with its ``Retry-After`
 is congestion too: a database's latency climbs before it refuses anything.
 
 - **decrease, once per congestion event:** the first congestion signal sets the rate to what the sink delivered
-  over the last epoch less ``margin`` -- clamped between ``max_cut`` and ``cut`` times the rate -- and holds it
-  for ``epoch_s``: the 429s that follow within it answer sends made at the old rate (every worker's in flight),
-  and are the same event. A rate far above the sink's capacity comes down in one or two epochs (a cut to the
-  delivered rate), not in the dozens a fixed factor takes.
+  over the last epoch less ``margin`` -- no higher than ``cut`` times the rate, no lower than ``max_cut`` times
+  it -- and holds it for ``epoch_s``: the 429s that follow within it answer sends made at the old rate (every
+  worker's in flight), and are the same event. A rate far above the sink's capacity comes down in one or two
+  epochs (a cut to the delivered rate), not in the dozens a fixed factor takes.
 - **increase, while clean and used:** each epoch without congestion in which the sink delivered at least
   ``USED`` of the rate adds a step per second of it, up to the ceiling -- a probe for capacity that came back.
-  The step starts at ``step_per_s`` and doubles with every such epoch in a row (back to ``step_per_s`` at a
-  decrease): near the capacity found last the probe is gentle, and a sink whose capacity grew by half is found
-  in a few epochs, not in the minutes a fixed step takes. An epoch that delivered less says nothing about the sink (the job sent less): the rate stays, so a job
-  that idles does not climb to the ceiling and overrun the sink when it resumes.
+  Below what the sink delivered when it last refused (plus the margin) the step is ``step_per_s``: the probe
+  is gentle where the sink said "too many" last, and the sends it refuses when it says it again are few. Above
+  it the step doubles with every such epoch in a row (back to ``step_per_s`` at a decrease): a sink whose
+  capacity grew by half is found in a few epochs, not in the minutes a fixed step takes. An epoch that
+  delivered less says nothing about the sink (the job sent less): the rate stays, so a job that idles does not
+  climb to the ceiling and overrun the sink when it resumes.
 - **Retry-After:** the sink's own pause, ``paused_for_s()``, for every sender of the limit (at most
   ``max_pause_s``, so a bogus header cannot stall a cluster for an hour).
 - **the operator wins:** ``set_ceiling`` sets the ceiling and the rate to the operator's value at once (a cut
   for maintenance must hold now; a raise is what was asked for), and ``changed_by`` says so until the next
   adaptation.
 
-Worked example, ceiling 2,000/s, floor 50/s, epoch 1 s, cut 0.9, max cut 0.5, margin 0.05, step 20/s per second,
+Worked example, ceiling 2,000/s, floor 50/s, epoch 1 s, cut 0.97, max cut 0.5, margin 0.1, step 20/s per second,
 a sink that takes 700/s: sending at 2,000/s, the first 429 comes a moment in; the sink delivered 700 in the last
-second, so the rate becomes max(0.5 x 2,000, 0.95 x 700) = 1,000. One epoch later the 429s go on (1,000 > 700):
-max(0.5 x 1,000, 665) = 665. Clean from there: 685 after a second, 725 after two (the step doubled), and the
-first 429 once the sink's own burst is spent cuts it back to ~665 at once. Simulated (``tests/limiter``: the sink
-a token bucket of 700/s holding a tenth of a second, a 429 beyond it, a job that always wants more): 0.99 of the
-capacity delivered over 30 s with 0.08 % of the sends refused; the sink grown to 1,200/s, found in 5 s; shrunk
-to 400/s, held within a second.
+second, so the rate becomes max(0.5 x 2,000, min(0.97 x 2,000, 0.9 x 700)) = 1,000. One epoch later the 429s go
+on (1,000 > 700): max(500, min(970, 630)) = 630. Clean from there, 20 more each second (650, 670, 690: below the
+700 the sink delivered when it refused), then 20, 40, ...; once past 700 and the sink's own burst spent, a 429
+cuts it back to ~630 at once: a sawtooth of ~5 s between 630 and ~730. Simulated (``tests/limiter``: the sink a
+token bucket of 700/s holding a tenth of a second, a 429 beyond it, a job that always wants more): 1.0 of the
+capacity delivered over 30 s with 0.008 % of the sends refused; the sink grown to 1,200/s, found in 6 s;
+shrunk to 400/s, held within a second.
 
-Consistency: observations and reads are serialised by one lock; ``rate_per_s()`` settles a finished epoch
-first, so a reader sees the rate as of now. Time is the injected clock's (tests use ``ManualClock``).
+Consistency: observations and reads are serialised by one lock; ``rate_per_s(now_s)`` settles a finished epoch
+first, so a reader sees the rate as of now. Time is the caller's (``now_s`` on every call, seconds of one
+monotonic clock), as in ``limiter.grants``: the control plane passes its own.
 """
 
 from __future__ import annotations
@@ -53,8 +57,7 @@ import math
 import threading
 from dataclasses import dataclass
 
-from .checks import at_least_zero, positive
-from .clock import Clock, SystemClock
+from .checks import at_least_zero, finite, positive
 
 __all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome"]
 
@@ -89,9 +92,8 @@ class AdaptiveRate:
     """One adaptive limit (see the module essay). Thread-safe."""
 
     def __init__(self, ceiling_per_s: float, floor_per_s: float = 0.0, *, epoch_s: float = 1.0,
-                 cut: float = 0.9, max_cut: float = 0.5, margin: float = 0.05, step_per_s: float | None = None,
-                 slow_s: float | None = None, max_pause_s: float = 30.0, clock: Clock | None = None):
-        self._clock = clock or SystemClock()
+                 cut: float = 0.97, max_cut: float = 0.5, margin: float = 0.1, step_per_s: float | None = None,
+                 slow_s: float | None = None, max_pause_s: float = 30.0, now_s: float = 0.0):
         self.epoch_s = positive("epoch_s", epoch_s, unit="seconds")
         self.cut = _fraction("cut", cut)
         self.max_cut = _fraction("max_cut", max_cut)
@@ -107,8 +109,9 @@ class AdaptiveRate:
                            else positive("step_per_s", step_per_s, unit="per second per second"))
         self._rate = self.ceiling_per_s
         self._step = self.step_per_s
+        self._refused_at_per_s = 0.0    # what the sink delivered when it last refused
         self.changed_by = "operator"
-        now = self._now_s()
+        now = float(finite("now_s", now_s, unit="seconds"))
         self._epoch_at = now            # the current epoch started then
         self._hold_until = -math.inf    # no decrease before then (the last event's signals still arrive)
         self._paused_until = -math.inf
@@ -124,12 +127,9 @@ class AdaptiveRate:
             raise ValueError(f"floor_per_s ({floor_per_s!r}) must be <= ceiling_per_s ({ceiling_per_s!r})")
         return floor
 
-    def _now_s(self) -> float:
-        return self._clock.now_ns() / 1e9
-
     # --- what the senders report ----------------------------------------------------------------------------
 
-    def observe(self, outcome: Outcome, n: float = 1, *, retry_after_s: float | None = None,
+    def observe(self, outcome: Outcome, n: float, now_s: float, *, retry_after_s: float | None = None,
                 latency_s: float | None = None) -> None:
         """``n`` sends ended with ``outcome``; ``retry_after_s``: the sink's Retry-After (THROTTLED only);
         ``latency_s``: how long the send took (an OK slower than ``slow_s`` is congestion)."""
@@ -142,8 +142,8 @@ class AdaptiveRate:
             retry_after_s = at_least_zero("retry_after_s", retry_after_s, unit="seconds")
         if latency_s is not None:
             latency_s = at_least_zero("latency_s", latency_s, unit="seconds")
+        now = float(finite("now_s", now_s, unit="seconds"))
         with self._lock:
-            now = self._now_s()
             self._roll(now)
             if outcome is Outcome.ERROR:
                 self.errors += int(n)
@@ -165,17 +165,16 @@ class AdaptiveRate:
 
     # --- what the senders are held to -----------------------------------------------------------------------
 
-    def rate_per_s(self) -> float:
-        """The rate every sender of the limit is held to now (0 while the sink asked for a pause)."""
+    def rate_per_s(self, now_s: float) -> float:
+        """The rate every sender of the limit is held to at ``now_s`` (0 while the sink asked for a pause)."""
         with self._lock:
-            now = self._now_s()
-            self._roll(now)
-            return 0.0 if now < self._paused_until else self._rate
+            self._roll(now_s)
+            return 0.0 if now_s < self._paused_until else self._rate
 
-    def paused_for_s(self) -> float:
-        """Seconds left of the pause the sink asked for (Retry-After), 0 if none."""
+    def paused_for_s(self, now_s: float) -> float:
+        """Seconds left at ``now_s`` of the pause the sink asked for (Retry-After), 0 if none."""
         with self._lock:
-            return max(0.0, self._paused_until - self._now_s())
+            return max(0.0, self._paused_until - now_s)
 
     def set_ceiling(self, ceiling_per_s: float, floor_per_s: float | None = None) -> None:
         """The operator's live change: the ceiling (and the floor) now, and the rate at the ceiling at once."""
@@ -184,10 +183,11 @@ class AdaptiveRate:
         with self._lock:
             self.ceiling_per_s, self.floor_per_s = ceiling, floor
             self._rate, self.changed_by, self._step = ceiling, "operator", self.step_per_s
+            self._refused_at_per_s = 0.0
 
-    def snapshot(self) -> AdaptiveSnapshot:
+    def snapshot(self, now_s: float) -> AdaptiveSnapshot:
         with self._lock:
-            now = self._now_s()
+            now = now_s
             self._roll(now)
             return AdaptiveSnapshot(self._rate, self.ceiling_per_s, self.floor_per_s,
                                     max(0.0, self._paused_until - now), self.changed_by, self.ok, self.throttled,
@@ -201,7 +201,8 @@ class AdaptiveRate:
         return (delivered + self._delivered) / seconds if seconds > 0 else 0.0
 
     def _decrease(self, now: float) -> None:
-        target = self._delivered_per_s(now) * (1 - self.margin)
+        self._refused_at_per_s = delivered = self._delivered_per_s(now)
+        target = delivered * (1 - self.margin)
         rate = min(self._rate * self.cut, max(self._rate * self.max_cut, target))
         self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
         self._step = self.step_per_s
@@ -214,8 +215,10 @@ class AdaptiveRate:
         if elapsed < self.epoch_s:
             return
         if not self._congested and self._delivered >= USED * self._rate * elapsed and self._rate < self.ceiling_per_s:
-            self._rate = min(self.ceiling_per_s, self._rate + self._step * elapsed)
-            self._step = min(2 * self._step, self.ceiling_per_s)
+            # below what the sink took when it last refused: a gentle step, not doubled
+            near = self._rate < self._refused_at_per_s
+            self._rate = min(self.ceiling_per_s, self._rate + (self.step_per_s if near else self._step) * elapsed)
+            self._step = self.step_per_s if near else min(2 * self._step, self.ceiling_per_s)
             self.changed_by = "increase"
         self._start_epoch(now)
 
