@@ -16,7 +16,10 @@ Answered as Pulsar's admin client reads them (``NamespacesImpl``, ``TopicPolicie
 - unknown body fields are ignored and named in ``X-Ignored-Fields``;
 - ``relativeToPublishRate: true`` is refused with 400: Pulsar's relative rate (the topic's current publish rate
   plus the configured one) needs every topic's aggregate publish rate where it is read, which participants do not
-  have; a rate that is accepted is enforced, never silently treated as something else.
+  have; a rate that is accepted is enforced, never silently treated as something else;
+- a ``publishRate`` may be ``adaptive`` (a throttlescope extension, ``limiter.adaptive``): the rate learns what
+  the sink can take under ``publishThrottlingRateInMsg`` and over ``adaptiveFloorInMsg``; adaptive without a
+  messages limit, or a floor above it, is refused with 412 (as Pulsar refuses a value a policy cannot take).
 """
 
 from collections.abc import Callable
@@ -134,6 +137,9 @@ def _register(scope: str, policy: str) -> None:
                    _: Writes) -> Response:
         if getattr(body, "relativeToPublishRate", False):
             raise ApiError(400, RELATIVE)
+        problem = body.adaptive_error() if isinstance(body, PublishRate) else None
+        if problem is not None:   # (Pulsar answers a value a policy cannot take with 412)
+            raise ApiError(412, problem)
         return done(ctx.change(request, kind, target, body.known()), ignored=body.ignored())
 
     def remove_policy(target: Target, request: Request, ctx: Ctx, _: Writes) -> Response:
@@ -147,7 +153,9 @@ def _register(scope: str, policy: str) -> None:
                    description=meaning, responses=UNSET)(get_policy)
         for method in (router.post, router.put):
             method(path, status_code=204, tags=tags, summary=f"Set the {scope} {policy}", description=meaning,
-                   responses={400: {"description": "relativeToPublishRate true (not supported)"}, **CHANGED}
+                   responses={400: {"description": "relativeToPublishRate true (not supported)"},
+                              412: {"description": "adaptive settings that cannot hold (see the body's reason)"},
+                              **CHANGED}
                    )(set_policy)
         router.delete(path, status_code=204, tags=tags, summary=f"Remove the {scope} {policy}",
                       description=meaning + "; succeeds when it is not set", responses=CHANGED)(remove_policy)

@@ -47,15 +47,17 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from limiter.adaptive import AdaptiveRate, Outcome
 from limiter.grants import GrantWindow
-from limiter.policy import Level
-from protocol import Grant, GrantAsk, PolicySet, PolicyView, limit_key, parse_limit_key
+from limiter.policy import Level, Rate
+from protocol import Grant, GrantAsk, Limit, PolicySet, PolicyView, limit_key, parse_limit_key
 
 __all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "MARKER_STALE_S", "learning_s_for"]
 
 CHUNK_S = 0.25
 RETRY_MIN_S = 0.02
 MAX_ASKS_PER_S = 100.0
+MIN_ADAPTIVE_PER_S = 1e-3   # an adaptive limit's capacity never reaches 0 (which reads as "not limited")
 MARKER = "grants.alive"
 MARKER_STALE_S = 24 * 3600.0   # a marker older than this: no participant of then is assumed to be still sending
 
@@ -66,11 +68,36 @@ def learning_s_for(interval_s: float) -> float:
 
 
 class _Limit:
-    __slots__ = ("msgs", "bytes")
+    __slots__ = ("msgs", "bytes", "adaptive")
 
     def __init__(self, window_s: float):
         self.msgs = GrantWindow(window_s)
         self.bytes = GrantWindow(window_s)
+        self.adaptive: AdaptiveRate | None = None   # an adaptive limit's rate (its messages dimension)
+
+    def adapt(self, limit: Limit, rate: Rate, ask: GrantAsk, now: float) -> tuple[float, float]:
+        """An adaptive limit's (messages capacity per period, seconds the sink asked to pause), after learning
+        from ``ask``'s outcomes; the configured capacity and no pause for any other."""
+        floor_per_s = limit.adaptive_floor_per_s
+        if floor_per_s is None or not rate.msgs_limited:
+            self.adaptive = None
+            return (rate.msgs if rate.msgs_limited else -1.0), 0.0
+        ceiling_per_s = rate.msgs / rate.period_s
+        adaptive = self.adaptive
+        if adaptive is None:
+            adaptive = self.adaptive = AdaptiveRate(ceiling_per_s, floor_per_s, now_s=now)
+        elif (adaptive.ceiling_per_s, adaptive.floor_per_s) != (ceiling_per_s, floor_per_s):
+            adaptive.set_ceiling(ceiling_per_s, floor_per_s)   # the operator's change wins at once
+        said = ask.outcomes
+        if said is not None:
+            for outcome, n in ((Outcome.OK, said.ok), (Outcome.ERROR, said.errors)):
+                if n > 0:
+                    adaptive.observe(outcome, n, now)
+            if said.throttled > 0:
+                adaptive.observe(Outcome.THROTTLED, said.throttled, now, retry_after_s=said.retry_after_s)
+        # (never 0: a capacity of 0 reads as "not limited")
+        per_s = max(adaptive.rate_per_s(now), adaptive.floor_per_s, MIN_ADAPTIVE_PER_S)
+        return min(rate.msgs, per_s * rate.period_s), adaptive.paused_for_s(now)
 
 
 class GrantBook:
@@ -128,14 +155,17 @@ class GrantBook:
                 proportional = limit.strategy.value == "proportional"
                 # an ask that wants nothing at all says the participant is done with the limit for now
                 leaving = ask.wants_msgs <= 0 and ask.wants_bytes <= 0
-                m = _one(windows.msgs, participant_id, rate.msgs if rate.msgs_limited else -1, rate.period_s, ask,
-                         "msgs", now, learning, proportional, leaving)
+                msgs_capacity, pause_s = windows.adapt(limit, rate, ask, now)
+                if pause_s > 0:   # the sink asked for a pause: nothing for anyone until then (what it says is kept)
+                    ask = ask.model_copy(update={"wants_msgs": 0.0, "wants_bytes": 0.0})
+                m = _one(windows.msgs, participant_id, msgs_capacity, rate.period_s, ask, "msgs", now, learning,
+                         proportional, leaving)
                 b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
                          "bytes", now, learning, proportional, leaving)
                 out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction,
-                                 msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3]),
+                                 msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
                                  bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
-                                 fair_bytes_per_s=b[4],
+                                 fair_bytes_per_s=b[4], pause_s=pause_s,
                                  holders=max(windows.msgs.holders(now), windows.bytes.holders(now))))
         self._touch(now)
         return out
@@ -186,10 +216,15 @@ class GrantBook:
                                          "askers": 0 if windows is None else
                                          max(windows.msgs.askers(now), windows.bytes.askers(now)),
                                          "holders": {}}
+                adaptive = None if windows is None or limit is None or limit.adaptive_floor_per_s is None \
+                    else windows.adaptive
+                entry["adaptive"] = None if adaptive is None else _adaptive_view(adaptive, now)
                 dims = (("msgs", rate is not None and rate.msgs_limited, None if rate is None else rate.msgs),
                         ("bytes", rate is not None and rate.bytes_limited, None if rate is None else rate.bytes))
                 for dim, limited, per_period in dims:
                     per_s = per_period / rate.period_s if limited and rate is not None else None
+                    if dim == "msgs" and per_s is not None and adaptive is not None:   # what it holds now
+                        per_s = min(per_s, max(adaptive.rate_per_s(now), adaptive.floor_per_s, MIN_ADAPTIVE_PER_S))
                     window = None if windows is None else getattr(windows, dim)
                     entry[dim] = {"limitPerSecond": per_s,
                                   "granted": None if per_s is None or window is None else window.granted(now)}
@@ -203,6 +238,13 @@ class GrantBook:
                                         "fairPerSecond": window.fair_rate(pid, per_s, now) if asked else 0.0}
                 out[key] = entry
         return out
+
+
+def _adaptive_view(adaptive: AdaptiveRate, now: float) -> dict[str, Any]:
+    snap = adaptive.snapshot(now)
+    return {"ratePerSecond": snap.rate_per_s, "ceilingPerSecond": snap.ceiling_per_s,
+            "floorPerSecond": snap.floor_per_s, "pausedForSeconds": snap.paused_for_s, "changedBy": snap.changed_by,
+            "ok": snap.ok, "throttled": snap.throttled, "errors": snap.errors}
 
 
 def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask: GrantAsk, dim: str, now: float,

@@ -138,7 +138,8 @@ def _per_s(value: float | None, limit: float | None) -> float | str | None:
 def _shared_limit(key: str, users: dict[str, UsageValues], grants: dict[str, Any]) -> SharedLimit:
     level, direction, name = parse_limit_key(key)
     out: dict[str, Any] = {"key": key, "level": level, "direction": direction, "name": name,
-                           "windowSeconds": grants["windowSeconds"], "askers": grants["askers"]}
+                           "windowSeconds": grants["windowSeconds"], "askers": grants["askers"],
+                           "adaptive": grants.get("adaptive")}
     people: dict[str, dict[str, Any]] = {pid: {"participantId": pid} for pid in sorted(users)}
     for dim, word in (("msgs", "Msgs"), ("bytes", "Bytes")):
         limit, granted = grants[dim]["limitPerSecond"], grants[dim]["granted"]

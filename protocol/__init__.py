@@ -70,6 +70,7 @@ from .wire import (
     LimiterCounters,
     MutationQuotaSnapshot,
     OffloadStats,
+    Outcomes,
     Participant,
     QueueEntry,
     QueueSnapshot,
@@ -88,6 +89,6 @@ __all__ = [
     "BROKER_DEFAULTS", "BROKER_TOTALS", "DISPATCH", "PUBLISH", "SHARED_LEVELS", "UNLIMITED_MUTATIONS_PER_S", "Limit",
     "PolicyView", "applicable", "resource_group_for", "setting_rate", "split_topic",
     "BucketSnapshot", "DimensionSnapshot", "Goodbye", "Grant", "GrantAnswer", "GrantAsk", "GrantRequest",
-    "LimiterCounters", "MutationQuotaSnapshot", "OffloadStats", "Participant", "QueueEntry", "QueueSnapshot",
+    "LimiterCounters", "MutationQuotaSnapshot", "OffloadStats", "Outcomes", "Participant", "QueueEntry", "QueueSnapshot",
     "Report", "ReportResponse", "SharedUsage", "Spend", "UsageValues", "MAX_SPENDS",
 ]

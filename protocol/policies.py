@@ -34,6 +34,24 @@ class PublishRate(LenientModel):
     publishThrottlingRateInMsg: LimitValue = Field(-1, description="Messages per period; -1 (or 0) = unlimited")
     publishThrottlingRateInByte: LimitValue = Field(-1, description="Bytes per period; -1 (or 0) = unlimited")
     ratePeriodInSecond: Period = Field(1, description="Period in seconds (1..86400)")
+    adaptive: StrictBool = Field(False, description=(
+        "throttlescope extension: learn what the sink behind this limit can take from its answers (429s, "
+        "Retry-After: limiter.adaptive); publishThrottlingRateInMsg is the ceiling. Shared limits only (a "
+        "tenant's or a topic's)"))
+    adaptiveFloorInMsg: LimitValue = Field(-1, description=(
+        "throttlescope extension: the adaptive rate never goes below this many messages per period; -1 (or 0) = "
+        "no floor"))
+
+    def adaptive_error(self) -> str | None:
+        """What is wrong with the adaptive settings, None if nothing (the admin API refuses them with it)."""
+        msgs, floor = self.publishThrottlingRateInMsg, self.adaptiveFloorInMsg
+        if self.adaptive and msgs <= 0:
+            return ("adaptive needs a messages limit (publishThrottlingRateInMsg > 0): it is the ceiling the "
+                    "adaptive rate learns under")
+        if floor > 0 and msgs > 0 and floor > msgs:
+            return (f"adaptiveFloorInMsg ({floor:g}) must be <= publishThrottlingRateInMsg ({msgs:g}): the floor is "
+                    f"the lowest the adaptive rate goes, the limit the highest")
+        return None
 
 
 class DispatchRate(LenientModel):

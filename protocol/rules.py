@@ -89,6 +89,17 @@ class Limit:
     shared: bool
     strategy: Strategy = Strategy.FAIR
     source: str | None = None  # where it came from: 'topic', 'namespace', 'broker', 'resource_group', ...
+    # an adaptive limit (``limiter.adaptive``, the messages dimension): the lowest messages per second it goes to;
+    # None: not adaptive
+    adaptive_floor_per_s: float | None = None
+
+
+def _adaptive_floor(value: Candidate, rate: Rate) -> float | None:
+    """The floor per second of an adaptive publish rate (0: none), None if it is not adaptive (or cannot be)."""
+    if not isinstance(value, PublishRate) or not value.adaptive or not rate.msgs_limited:
+        return None
+    floor = value.adaptiveFloorInMsg
+    return min(floor, rate.msgs) / rate.period_s if floor > 0 else 0.0
 
 
 _NO_LIMIT = Limit(_UNLIMITED, False)
@@ -141,8 +152,10 @@ class PolicyView:
             return Limit(rate, True, Strategy.parse(self.ps.quota_strategy(name)), "resource_group")
         if level is Level.TENANT:
             tp = self.ps.tenants.get(name)
-            rate = to_rate(getattr(tp, "publishRate" if publish else "dispatchRate", None)) if tp else None
-            return Limit(rate or _UNLIMITED, True, self.default_strategy, "tenant" if rate else None)
+            value = getattr(tp, "publishRate" if publish else "dispatchRate", None) if tp else None
+            rate = to_rate(value)
+            return Limit(rate or _UNLIMITED, True, self.default_strategy, "tenant" if rate else None,
+                         None if rate is None else _adaptive_floor(value, rate))
         if level is Level.NAMESPACE:
             return Limit(_UNLIMITED, True, self.default_strategy)
         if level is Level.TOPIC:
@@ -155,8 +168,9 @@ class PolicyView:
         return _NO_LIMIT
 
     def _applicable(self, policy: str, topic: str, subscription: str | None = None) -> Limit:
-        rate, source, _ = applicable(self.ps, policy, topic, subscription)
-        return Limit(rate, True, self.default_strategy, None if source is None else source.value)
+        rate, source, value = applicable(self.ps, policy, topic, subscription)
+        return Limit(rate, True, self.default_strategy, None if source is None else source.value,
+                     _adaptive_floor(value, rate))
 
     # --- per-participant settings -------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ from .wire import DimensionSnapshot, MutationQuotaSnapshot, OffloadStats, QueueE
 __all__ = [
     "UNLIMITED", "PerSecond", "ParticipantView", "DepartedView", "ParticipantsState", "BucketRow", "DimensionTotal",
     "BucketTotal", "BucketsState", "QueueRow", "QueuesState", "GroupUser", "GroupDirection", "ResourceGroupView",
-    "ResourceGroupsState", "HistoryPoint", "HistorySeries", "HistoryState", "SharedParticipant", "SharedLimit",
+    "ResourceGroupsState", "HistoryPoint", "HistorySeries", "HistoryState", "SharedParticipant", "AdaptiveState",
+    "SharedLimit",
     "SharedState",
 ]
 
@@ -181,6 +182,19 @@ class SharedParticipant(LenientModel):
     grantedBytesInWindow: PerSecond | None
 
 
+class AdaptiveState(LenientModel):
+    """An adaptive limit (``limiter.adaptive``): the rate it learnt under the configured ceiling."""
+
+    ratePerSecond: float = Field(description="Messages per second the sink is taken to take now")
+    ceilingPerSecond: float = Field(description="The configured limit: the highest the rate goes")
+    floorPerSecond: float = Field(description="The lowest the rate goes")
+    pausedForSeconds: float = Field(description="What is left of a pause the sink asked for (Retry-After)")
+    changedBy: str = Field(description="What moved it last: operator, decrease, increase or retry-after")
+    ok: int = Field(description="Sends the sink took (since the control plane started)")
+    throttled: int = Field(description="Sends the sink refused as too many")
+    errors: int = Field(description="Sends that failed otherwise")
+
+
 class SharedLimit(LenientModel):
     key: str = Field(description="limit_key(level, direction, name)")
     level: str
@@ -203,6 +217,8 @@ class SharedLimit(LenientModel):
                                                   "unlimited)")
     utilisationBytes: float | None
     participants: list[SharedParticipant]
+    adaptive: AdaptiveState | None = Field(None, description="The adaptive rate of an adaptive limit (its "
+                                                             "limitMsgsPerSecond is that rate); null: not adaptive")
 
 
 class SharedState(LenientModel):

@@ -146,6 +146,17 @@ class Spend(StrictModel):
     bytes: NonNeg = Field(0, description="Byte tokens spent")
 
 
+class Outcomes(StrictModel):
+    """What the sink behind an adaptive limit answered to this participant's sends since its last ask
+    (``limiter.adaptive``): sends it took, sends it refused as too many (429, 503), sends that failed otherwise,
+    and the longest Retry-After it gave."""
+
+    ok: NonNeg = Field(0, description="Sends the sink took")
+    throttled: NonNeg = Field(0, description="Sends the sink refused as too many (HTTP 429 or 503)")
+    errors: NonNeg = Field(0, description="Sends that failed for another reason (no congestion)")
+    retry_after_s: NonNeg | None = Field(None, description="The longest Retry-After of the throttled sends, seconds")
+
+
 class GrantAsk(StrictModel):
     level: LevelName = Field(description="Level of the shared limit")
     name: Label = Field(description="Name at that level, as in the policies")
@@ -164,6 +175,8 @@ class GrantAsk(StrictModel):
     held_bytes: Number | None = Field(None, description="Byte tokens it holds after this ask's return")
     spent: list[Spend] = Field(default_factory=list, max_length=MAX_SPENDS,
                                description="What it spent since its last ask, oldest first")
+    outcomes: Outcomes | None = Field(None, description="What the sink answered since its last ask (an adaptive "
+                                                        "limit learns from it; any other ignores it)")
 
     @property
     def key(self) -> str:
@@ -200,6 +213,8 @@ class Grant(LenientModel):
     fair_bytes_per_s: float = Field(-1, description="This participant's fair share of the limit now (bytes per second)")
     retry_s: float = Field(0, description="Seconds until more is free, when less than wanted was granted")
     holders: int = Field(0, description="How many participants asked for this limit in its last five windows and did not leave")
+    pause_s: float = Field(0, description="The sink asked every sender of this adaptive limit to pause this long "
+                                          "(its Retry-After): spend nothing of it until then")
 
     @property
     def key(self) -> str:

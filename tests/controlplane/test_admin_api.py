@@ -124,6 +124,24 @@ def test_relative_dispatch_rates_are_refused_not_ignored(admin: httpx.Client, pa
     assert admin.get(f"{V2}/{path}").status_code == 204 and version(admin) == v0
 
 
+@pytest.mark.parametrize("path", ["persistent/acme/ad/t/publishRate", "namespaces/acme/ad/publishRate",
+                                  "tenants/acme-ad/publishRate"])
+def test_an_adaptive_publish_rate_is_kept_and_one_that_cannot_hold_is_refused(admin: httpx.Client, path: str) -> None:
+    url = f"{V2}/{path}"
+    v0 = version(admin)
+    r = admin.post(url, json={"publishThrottlingRateInByte": 4096, "adaptive": True})
+    assert r.status_code == 412 and "adaptive needs a messages limit" in reason(r)
+    r = admin.post(url, json={"publishThrottlingRateInMsg": 100, "adaptive": True, "adaptiveFloorInMsg": 200})
+    assert r.status_code == 412 and "adaptiveFloorInMsg (200) must be <= publishThrottlingRateInMsg (100)" in reason(r)
+    r = admin.post(url, json={"publishThrottlingRateInMsg": 100, "adaptive": "yes"})
+    assert r.status_code == 422
+    assert admin.get(url).status_code == 204 and version(admin) == v0       # nothing stored
+    body = {"publishThrottlingRateInMsg": 2000, "adaptive": True, "adaptiveFloorInMsg": 50}
+    assert admin.post(url, json=body).status_code == 204
+    assert admin.get(url).json().items() >= body.items()
+    assert admin.delete(url).status_code == 204
+
+
 def test_effective_limits_precedence(admin: httpx.Client) -> None:
     base = f"{V2}/persistent/eff/ns/t1/effectiveLimits"
     body = admin.get(base).json()

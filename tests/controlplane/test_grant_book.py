@@ -10,7 +10,8 @@ import pytest
 from controlplane.grants import MARKER, MARKER_STALE_S, GrantBook, learning_s_for
 from limiter import ManualClock
 from limiter.grants import HELD_SLACK
-from protocol import GrantAsk, PolicySet, ResourceGroup, Spend
+from limiter.policy import Level
+from protocol import GrantAsk, Outcomes, PolicySet, PolicyView, ResourceGroup, Spend
 
 pytestmark = pytest.mark.unit
 
@@ -174,3 +175,68 @@ def test_a_report_counts_for_no_more_than_the_limit(tmp_path: Path) -> None:
         last = b_spends_as_it_goes(last)
         got += last
     assert got >= 0.9 * LIMIT
+
+
+def adaptive_policies(ceiling: float = 1000, floor: float = -1, period_s: int = 1, where: str = "topic",
+                      version: int = 1) -> PolicySet:
+    rate = {"publishThrottlingRateInMsg": ceiling, "adaptive": True, "adaptiveFloorInMsg": floor,
+            "ratePeriodInSecond": period_s}
+    if where == "topic":
+        return PolicySet.model_validate({"version": version, "topics": {"t/ns/x": {"publishRate": rate}}})
+    if where == "namespace":   # a namespace's rate is each topic's own (Pulsar): each topic adapts on its own
+        return PolicySet.model_validate({"version": version, "namespaces": {"t/ns": {"publishRate": rate}}})
+    return PolicySet.model_validate({"version": version, "tenants": {"t": {"publishRate": rate}}})
+
+
+def topic_ask(wants: float, **outcomes: float) -> list[GrantAsk]:
+    return [GrantAsk(level="topic", name="t/ns/x", direction="publish", wants_msgs=wants, rate_msgs_per_s=1000,
+                     outcomes=Outcomes(**outcomes) if outcomes else None)]
+
+
+@pytest.mark.parametrize("where, level, name", [("topic", Level.TOPIC, "t/ns/x"),
+                                                ("namespace", Level.TOPIC, "t/ns/x"),
+                                                ("tenant", Level.TENANT, "t")])
+def test_the_policies_say_which_limits_adapt_and_their_floor_per_second(where: str, level: Level, name: str) -> None:
+    view = PolicyView(adaptive_policies(1000, floor=200, period_s=2, where=where))
+    assert view.limit(level, "publish", name).adaptive_floor_per_s == 100          # 200 per 2 s
+    assert view.limit(level, "dispatch", name).adaptive_floor_per_s is None
+    plain = PolicyView(PolicySet.model_validate({"version": 1, "topics": {
+        "t/ns/x": {"publishRate": {"publishThrottlingRateInMsg": 10}}}}))
+    assert plain.limit(Level.TOPIC, "publish", "t/ns/x").adaptive_floor_per_s is None
+
+
+def test_an_adaptive_limit_grants_what_the_sink_takes_and_a_pause_stops_every_asker() -> None:
+    clock = ManualClock()
+    book, ps = GrantBook(0.25, clock=clock.now_s), adaptive_policies(1000)
+    assert book.answer("a", topic_ask(250), ps)[0].msgs == pytest.approx(250)
+    clock.advance(1.0)
+    book.answer("a", topic_ask(1, ok=400), ps)
+    book.answer("a", topic_ask(1, throttled=20), ps)                                # the sink refused
+    shared = book.shares({}, ps)["topic:publish:t/ns/x"]
+    assert shared["adaptive"]["ratePerSecond"] == pytest.approx(500)                 # max(0.5 x 1,000, 0.9 x 400/1 s)
+    assert shared["msgs"]["limitPerSecond"] == pytest.approx(500)
+    clock.advance(1.0)
+    grant = book.answer("b", topic_ask(1000), ps)[0]
+    assert grant.msgs <= 500 * 0.25 + 1e-6 and grant.pause_s == 0
+    grant = book.answer("a", topic_ask(100, throttled=5, retry_after_s=3.0), ps)[0]
+    assert (grant.msgs, grant.pause_s, grant.retry_s) == (0, pytest.approx(3.0), pytest.approx(3.0))
+    assert book.answer("b", topic_ask(100), ps)[0].pause_s == pytest.approx(3.0)     # every asker, not only "a"
+    clock.advance(3.0)
+    assert book.answer("b", topic_ask(100), ps)[0].msgs > 0                          # and after it, grants again
+
+
+def test_the_operators_change_wins_over_what_an_adaptive_limit_learnt() -> None:
+    clock = ManualClock()
+    book = GrantBook(0.25, clock=clock.now_s)
+    book.answer("a", topic_ask(250), adaptive_policies(1000))
+    clock.advance(1.0)
+    book.answer("a", topic_ask(1, ok=300, throttled=10), adaptive_policies(1000))
+    assert book.shares({}, adaptive_policies(1000))["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] < 1000
+    raised = adaptive_policies(2000, version=2)
+    book.answer("a", topic_ask(1), raised)
+    got = book.shares({}, raised)["topic:publish:t/ns/x"]["adaptive"]
+    assert (got["ratePerSecond"], got["ceilingPerSecond"], got["changedBy"]) == (2000, 2000, "operator")
+    plain = PolicySet.model_validate({"version": 3, "topics": {"t/ns/x": {"publishRate": {
+        "publishThrottlingRateInMsg": 2000}}}})
+    book.answer("a", topic_ask(1), plain)                                             # adaptive switched off
+    assert book.shares({}, plain)["topic:publish:t/ns/x"]["adaptive"] is None
