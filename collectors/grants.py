@@ -43,8 +43,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
-from protocol import Grant, GrantAsk, GrantRequest, Spend, parse_limit_key
+from protocol import Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
 
+from .outcomes import OutcomeLog
 from .spends import SpendLog
 
 __all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
@@ -63,6 +64,7 @@ OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the s
 SAFE_BURST_S = 0.01
 DEFAULT_CHUNK_S = 0.25  # the first ask of a limit: this many seconds of the whole limit (the answer says more)
 ASK_TIMEOUT_S = 2 * DEFAULT_CHUNK_S   # a grant ask unanswered this long: the outage rules, from when it was sent
+URGENT_WANTS = 1.0      # message tokens an ask that carries a sink's refusal wants, when the pool wants none
 HEADROOM = 1.0          # a pool that is not waiting asks for the rate it spends (waiting: everything)
 
 
@@ -89,6 +91,7 @@ class Grants:
         self._now_s = now_s
         self._last: dict[str, Grant] = {}
         self._retry_at: dict[str, float] = {}
+        self._paused_until: dict[str, float] = {}   # an adaptive limit whose sink asked for a pause: until then
         self._outage_since: float | None = None
         self._most_holders = 0
 
@@ -125,11 +128,15 @@ class Grants:
     def due(self, key: str, now: float) -> bool:
         return now >= self._retry_at.get(key, -math.inf)
 
+    def paused(self, key: str, now: float) -> bool:
+        """Whether the sink behind ``key`` (an adaptive limit) asked for a pause that lasts past ``now``."""
+        return now < self._paused_until.get(key, -math.inf)
+
     def ask(self, key: str, wants: tuple[float, float], returns: tuple[float, float] = (0.0, 0.0),
             rate: tuple[float, float] = (0.0, 0.0), held: tuple[float | None, float | None] = (None, None),
-            spent: list[Spend] | None = None) -> GrantAsk:
+            spent: list[Spend] | None = None, outcomes: Outcomes | None = None) -> GrantAsk:
         """The ask for ``key``; ``held``/``spent``: what the pool holds after ``returns`` and spent since its last
-        ask (``collectors.spends``)."""
+        ask (``collectors.spends``); ``outcomes``: what the sink answered since (``collectors.outcomes``)."""
         level, direction, name = parse_limit_key(key)
         last = self._last.get(key)
         return GrantAsk(level=level, name=name, direction=direction, held_msgs=held[0], held_bytes=held[1],
@@ -137,7 +144,7 @@ class Grants:
                         rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
                         returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
                         safe_msgs_per_s=max(0.0, last.safe_msgs_per_s) if last else 0.0,
-                        safe_bytes_per_s=max(0.0, last.safe_bytes_per_s) if last else 0.0)
+                        safe_bytes_per_s=max(0.0, last.safe_bytes_per_s) if last else 0.0, outcomes=outcomes)
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
         last = self._last.get(grant.key)
@@ -149,6 +156,10 @@ class Grants:
         short = ((ask.wants_msgs > 0 and 0 <= grant.msgs < ask.wants_msgs)
                  or (ask.wants_bytes > 0 and 0 <= grant.bytes < ask.wants_bytes))
         self._retry_at[grant.key] = now + max(grant.retry_s, POLL_S) if short else now
+        if grant.pause_s > 0:
+            self._paused_until[grant.key] = now + grant.pause_s
+        else:
+            self._paused_until.pop(grant.key, None)
 
     @property
     def outage_since(self) -> float | None:
@@ -167,6 +178,7 @@ class Grants:
         for key in [k for k in self._last if k not in keep]:
             self._last.pop(key, None)
             self._retry_at.pop(key, None)
+            self._paused_until.pop(key, None)
 
 
 def _safe(limited: bool, per_s: float) -> float:
@@ -193,6 +205,7 @@ class GrantKeeper:
         self._pace: dict[str, tuple[float, float, float]] = {}   # key -> (counter, at, msgs/s spent: an EWMA)
         self._left: set[str] = set()    # limits it told the control plane it is done with (until it asks again)
         self.spends = SpendLog()
+        self.outcomes = OutcomeLog()
         self._lock = threading.Lock()   # one round at a time: the keeper's thread, or a new producer's
         self.asks = 0
         self.returns = 0
@@ -249,11 +262,15 @@ class GrantKeeper:
                     self._deposit(pool, -held[0], -held[1])
                     kept = tuple(None if b is None else min(b, 0.0) for b in pool.balance)
                     asks.append((self.grants.ask(pool.key, (0.0, 0.0), (held[0], held[1]), held=kept,
-                                                 spent=self.spends.unsent(pool.key, now)), pool))
+                                                 spent=self.spends.unsent(pool.key, now),
+                                                 outcomes=self.outcomes.take(pool.key)), pool))
                     self._left.add(pool.key)
                 continue
             self._left.discard(pool.key)
-            if not self.grants.due(pool.key, now):
+            # a sink's refusal is told at once (the control plane cuts the rate for every sender at the first),
+            # unless the sink's pause is on: the control plane knows, and answers nothing until it ends
+            urgent = self.outcomes.urgent(pool.key) and not self.grants.paused(pool.key, now)
+            if not urgent and not self.grants.due(pool.key, now):
                 continue
             fair = self.grants.chunk(pool.key, pool.limit)
             spent_per_s = self._spent_per_s(pool.key, pool.admitted, now)
@@ -271,6 +288,8 @@ class GrantKeeper:
                        else min(fair[i], spent_per_s * DEFAULT_CHUNK_S))
                 if hungry or b < (own if pool.eager else own / 2):
                     wants[i] = (fair[i] if hungry else own) - min(b, 0.0) - max(b, 0.0) * (not hungry)
+            if urgent and wants[0] <= 0 and pool.balance[0] is not None:
+                wants[0] = URGENT_WANTS   # (an ask wanting nothing would say the participant is done with it)
             if wants[0] > 0 or wants[1] > 0:
                 # how fast it wants to spend: everything while a producer waits, else what it spends, plus room
                 limit = pool.limit
@@ -284,19 +303,24 @@ class GrantKeeper:
                 rate = whole if hungry or spent_per_s is None else (
                     min(whole[0], HEADROOM * spent_per_s), whole[1])
                 asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate, held=pool.balance,
-                                             spent=self.spends.unsent(pool.key, now)), pool))
+                                             spent=self.spends.unsent(pool.key, now),
+                                             outcomes=self.outcomes.take(pool.key)), pool))
         for key in [k for k in self._moved if k not in seen]:
             del self._moved[key]
             self._pace.pop(key, None)
         self._left &= seen
         self.grants.forget(seen)
         self.spends.forget(seen)
+        self.outcomes.forget(seen)
         if not asks:
             return 0
         try:
             answers = self._send(GrantRequest(participant_id=self.me, asks=[a for a, _ in asks]))
         except Exception as e:  # noqa: BLE001 - any failure: the outage rules apply; the reporter retries
             self.failures += 1
+            for ask, pool in asks:
+                if ask.outcomes is not None:
+                    self.outcomes.restore(pool.key, ask.outcomes)
             self.grants.unreachable(since=now)   # (from when the ask was sent: it may have hung for its timeout)
             log.debug("throttlescope: grant ask failed: %s", e)
             self._refresh()
@@ -306,6 +330,10 @@ class GrantKeeper:
             self.spends.answered(pool.key)
             if grant.msgs > 0 or grant.bytes > 0:
                 self._deposit(pool, max(0.0, grant.msgs), max(0.0, grant.bytes))
+            if grant.pause_s > 0 and (pool.balance[0] or 0.0) > 0:
+                # the sink asked every sender for a pause: what the pool holds is not spent until it ends (the
+                # control plane counts it as spent; its producers wait for the grants after the pause)
+                self._deposit(pool, -pool.balance[0], 0.0)
             if ask.wants_msgs > 0 or ask.wants_bytes > 0:
                 self.asks += 1
             else:

@@ -44,6 +44,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from limiter.adaptive import Outcome
 from limiter.clock import Clock, ManualClock, SystemClock, ThreadScheduler
 from limiter.dispatch import Dispatcher
 from limiter.levels import PublishLimits
@@ -58,6 +59,7 @@ from .config import RuntimeConfig
 from .dispatching import DispatchLimits
 from .grants import ASK_TIMEOUT_S, GrantKeeper, Pool
 from .identity import Identity, detect_identity
+from .outcomes import OutcomeLog
 
 if TYPE_CHECKING:
     from .client import ParticipantClient
@@ -144,6 +146,15 @@ class Participant:
         if self.grant_keeper is not None:
             self._fill()
         return dispatcher
+
+    def report_outcome(self, topic: str, outcome: Outcome | str, n: float = 1,
+                       retry_after_s: float | None = None) -> None:
+        """``n`` sends to ``topic``'s sink ended with ``outcome`` (``collectors.outcomes``); a refusal wakes the
+        grant keeper. Without a control plane nothing is adaptive: the arguments are checked, nothing is kept."""
+        keeper = self.grant_keeper
+        said = (keeper.outcomes if keeper is not None else OutcomeLog()).add(topic, outcome, n, retry_after_s)
+        if said is Outcome.THROTTLED and keeper is not None:
+            keeper.wake()
 
     def _first_of(self, topic: str) -> None:
         """The first producer or dispatcher of ``topic`` in this process: one report round first, so that the

@@ -16,6 +16,9 @@ is dropped and nothing spins. Accounting is per batch, never per row: a row iter
 - ``throttle_arrow(topic)``             returns a function for ``df.mapInArrow(f, schema)``.
 - ``throttle_foreach_batch(sink, topic)`` wraps a streaming ``foreachBatch`` sink: each micro-batch is passed
                                         through ``mapInArrow`` with the limiter, then given to ``sink``.
+- ``report_outcome(topic, outcome)``    where a task sends to a sink behind the limit: how the send ended ("ok",
+                                        "throttled" with its Retry-After, "error"); an adaptive limit learns the
+                                        sink's capacity from every task's answers (``limiter.adaptive``).
 - ``configure(builder, url, token)``    passes THROTTLESCOPE_URL, the token and the report interval to every
                                         executor (``spark.executorEnv.*``), ships the library's packages to them
                                         (``spark.submit.pyFiles``; ``ship=False`` not to) and makes the workers
@@ -45,8 +48,8 @@ from typing import Any
 
 from .shipping import ship_library, shipping_enabled
 
-__all__ = ["throttle_rows", "throttle_pandas", "throttle_arrow", "throttle_foreach_batch", "configure",
-           "DEFAULT_BATCH_ROWS", "arrow_size_of_pandas"]
+__all__ = ["throttle_rows", "throttle_pandas", "throttle_arrow", "throttle_foreach_batch", "report_outcome",
+           "configure", "DEFAULT_BATCH_ROWS", "arrow_size_of_pandas"]
 
 DEFAULT_BATCH_ROWS = 100
 log = logging.getLogger(__name__)
@@ -153,6 +156,16 @@ def throttle_foreach_batch(sink: Callable[[Any, int], None], topic: str, **produ
         sink(batch_df.mapInArrow(throttle_arrow(topic, **producer_options), batch_df.schema), batch_id)
 
     return throttled_sink
+
+
+def report_outcome(topic: str, outcome: Any, n: float = 1, retry_after_s: float | None = None) -> None:
+    """In a task: ``n`` sends to ``topic``'s sink ended with ``outcome`` -- "ok", "throttled" (HTTP 429 or 503;
+    ``retry_after_s``: its Retry-After) or "error" (a ``limiter.Outcome`` too). A topic whose publish limit (or
+    whose tenant's) is ``adaptive`` learns what the sink can take from every task's answers, and a Retry-After
+    pauses every task on it; any other ignores it."""
+    from .runtime import participant  # imported in the worker, not when Spark pickles the function
+
+    participant().report_outcome(topic, outcome, n, retry_after_s)
 
 
 def _setting(builder: Any, key: str) -> str | None:

@@ -143,7 +143,7 @@ def send_partition(batches: Iterator[pa.RecordBatch], settings: SendSettings) ->
     name = f"part-{task.partition:05d}.parquet"
     batch = "" if settings.batch_id is None else f"b{settings.batch_id}/"
     sink = make_sink(settings.sink, f"{settings.out_dir}/{name}", f"{settings.run_key}/{batch}p{task.partition}",
-                     task.tag, settings.http_timeout_s)
+                     task.tag, settings.http_timeout_s, report=p.report_outcome)
     for s in streams:
         s.producer = p.producer(s.topic, f"{s.topic}#p{task.partition}.{s.key}")
     limiters = {(lim.level.value, lim.name): lim for s in streams for lim in s.producer.limiters}

@@ -13,7 +13,11 @@ send, then one ``close()`` (success) or ``abort()`` (failure).
   "payload"}, ...]}`` with the header ``Idempotency-Key: <key>``, where the key names the run, micro-batch,
   partition, producer and chunk number -- the same for every attempt of a task, so an endpoint that remembers
   keys stores each chunk once however often Spark retries. Transport errors and 5xx are retried (exponential
-  backoff, bounded); a 4xx fails the task.
+  backoff, bounded); a 4xx fails the task -- except 429 (and 503), the endpoint's "too many": retried after its
+  Retry-After (else the backoff) for up to ``THROTTLED_BUDGET_S``. Every answer is told to ``report`` (the
+  participant's ``report_outcome``): a 2xx took the chunk's records, a 429 or 503 refused them as too many (with
+  its Retry-After), anything else failed -- an adaptive limit of the topic learns the endpoint's capacity from
+  every task's answers (``limiter.adaptive``).
 """
 
 from __future__ import annotations
@@ -22,17 +26,22 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow as pa
 
+from ..outcomes import retry_after_s
 from .common import atomic_write_table
 
-__all__ = ["FileSink", "HttpSink", "make_sink", "HTTP_RETRIES"]
+__all__ = ["FileSink", "HttpSink", "make_sink", "HTTP_RETRIES", "THROTTLED_BUDGET_S"]
 
 HTTP_RETRIES = 5
+THROTTLED_BUDGET_S = 120.0   # a chunk the endpoint keeps refusing as "too many" fails the task after this long
+THROTTLED = (429, 503)
+Report = Callable[[str, str, float, "float | None"], None]
 
 
 class FileSink:
@@ -66,9 +75,15 @@ def _json_default(value: Any) -> Any:
 
 
 class HttpSink:
-    def __init__(self, url: str, key_prefix: str, timeout_s: float = 10.0, retries: int = HTTP_RETRIES):
+    def __init__(self, url: str, key_prefix: str, timeout_s: float = 10.0, retries: int = HTTP_RETRIES,
+                 report: Report | None = None, throttled_budget_s: float = THROTTLED_BUDGET_S):
         self.url, self.key_prefix, self.retries = url, key_prefix, retries
+        self.report, self.throttled_budget_s = report, throttled_budget_s
         self._client = httpx.Client(timeout=timeout_s)
+
+    def _told(self, topic: str, outcome: str, n: int, retry_after: float | None = None) -> None:
+        if self.report is not None:
+            self.report(topic, outcome, n, retry_after)
 
     def deliver(self, producer: str, topic: str, chunk: pa.Table, sent_at: float, seq: int) -> None:
         key = f"{self.key_prefix}/{producer}/{seq}"
@@ -77,21 +92,34 @@ class HttpSink:
         body = json.dumps({"producer": producer, "topic": topic, "sent_at": sent_at, "key": key,
                            "records": records}, default=_json_default)
         headers = {"Content-Type": "application/json", "Idempotency-Key": key}
-        for attempt in range(self.retries + 1):
+        n, attempt, throttled_until = max(1, chunk.num_rows), 0, time.monotonic() + self.throttled_budget_s
+        while True:
+            wait_s = None
             try:
                 resp = self._client.post(self.url, content=body, headers=headers)
             except httpx.TransportError as e:
                 error = f"{type(e).__name__}: {e}"
+                self._told(topic, "error", n)
             else:
                 if resp.status_code < 400:
+                    self._told(topic, "ok", n)
                     return
                 error = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                if resp.status_code < 500:
-                    raise RuntimeError(f"the HTTP sink {self.url} refused chunk {key}: {error}")
-            if attempt < self.retries:
-                time.sleep(min(2.0, 0.1 * 2 ** attempt))
-        raise RuntimeError(f"the HTTP sink {self.url} failed for chunk {key} after {self.retries + 1} "
-                           f"attempts: {error}")
+                if resp.status_code in THROTTLED:
+                    wait_s = retry_after_s(resp.headers.get("Retry-After"))
+                    self._told(topic, "throttled", n, wait_s)
+                    if time.monotonic() < throttled_until:   # too many: not a failure of this chunk
+                        time.sleep(min(30.0, max(0.01, wait_s if wait_s is not None else 0.05)))
+                        continue
+                else:
+                    self._told(topic, "error", n)
+                    if resp.status_code < 500:
+                        raise RuntimeError(f"the HTTP sink {self.url} refused chunk {key}: {error}")
+            if attempt >= self.retries:
+                raise RuntimeError(f"the HTTP sink {self.url} failed for chunk {key} after {attempt + 1} "
+                                   f"attempts: {error}")
+            time.sleep(min(2.0, 0.1 * 2 ** attempt))
+            attempt += 1
 
     def close(self) -> None:
         self._client.close()
@@ -100,8 +128,9 @@ class HttpSink:
         self._client.close()
 
 
-def make_sink(sink: str, path: str | Path, key_prefix: str, tag: str, timeout_s: float) -> FileSink | HttpSink:
-    """``sink`` is ``"files"`` (write ``path``) or an ``http(s)://`` URL."""
+def make_sink(sink: str, path: str | Path, key_prefix: str, tag: str, timeout_s: float,
+              report: Report | None = None) -> FileSink | HttpSink:
+    """``sink`` is ``"files"`` (write ``path``) or an ``http(s)://`` URL (its answers told to ``report``)."""
     if sink == "files":
         return FileSink(path, tag)
-    return HttpSink(sink, key_prefix, timeout_s)
+    return HttpSink(sink, key_prefix, timeout_s, report=report)

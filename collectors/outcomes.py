@@ -1,0 +1,114 @@
+"""What the sinks answered this participant's sends: the signals an adaptive limit learns from.
+
+A task that sends to a sink (an HTTP API, a database) behind a shared limit says how each send ended
+(``Participant.report_outcome``): taken, refused as too many (429, 503; with the sink's Retry-After), or failed
+otherwise. ``OutcomeLog`` adds them up per limit the topic passes that can be adaptive (its topic's and its
+tenant's publish limits: ``protocol.rules``), and the grant keeper hands each limit's sum to the control plane
+with that limit's next ask (``GrantAsk.outcomes``), where one ``limiter.adaptive.AdaptiveRate`` per limit learns
+from every participant's. A refusal wakes the keeper, which asks at once for that limit (the control plane cuts
+the rate for everyone at the first signal of an event, and answers a Retry-After as a pause to every asker).
+Sums are small and bounded: three counts and a longest Retry-After per limit, whatever the number of sends.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import threading
+import time
+
+from limiter.adaptive import Outcome
+from limiter.checks import at_least_zero, positive
+from limiter.levels import split_topic
+from protocol import Outcomes, limit_key
+
+__all__ = ["OutcomeLog", "parse_outcome", "retry_after_s"]
+
+
+def parse_outcome(outcome: Outcome | str) -> Outcome:
+    """``outcome`` as an ``Outcome`` ("ok", "throttled" or "error" are accepted too)."""
+    if isinstance(outcome, Outcome):
+        return outcome
+    try:
+        return Outcome(outcome)
+    except ValueError:
+        raise ValueError(f"outcome must be one of {[o.value for o in Outcome]}, got {outcome!r}") from None
+
+
+def retry_after_s(value: str | None, now_s: float | None = None) -> float | None:
+    """An HTTP ``Retry-After`` in seconds (delay-seconds or an HTTP date), None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            at = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = at.timestamp() - (time.time() if now_s is None else now_s)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def adaptive_keys(topic: str) -> tuple[str, str]:
+    """The keys of the limits of ``topic`` ('tenant/ns/topic') that can be adaptive: its topic's, its tenant's."""
+    tenant, _, full = split_topic(topic)
+    return limit_key("topic", "publish", full), limit_key("tenant", "publish", tenant)
+
+
+class OutcomeLog:
+    """Outcome sums per limit key, since the limit's last answered ask. Thread-safe (tasks add, the keeper
+    takes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sums: dict[str, list[float]] = {}   # key -> [ok, throttled, errors, longest Retry-After or -1]
+
+    def add(self, topic: str, outcome: Outcome | str, n: float = 1, retry_after_s: float | None = None) -> Outcome:
+        """``n`` sends to ``topic`` ended with ``outcome``; returns it parsed."""
+        outcome = parse_outcome(outcome)
+        n = positive("n", n, unit="sends")
+        if retry_after_s is not None:
+            if outcome is not Outcome.THROTTLED:
+                raise ValueError(f"retry_after_s goes with a throttled outcome, not {outcome.value!r}")
+            retry_after_s = at_least_zero("retry_after_s", retry_after_s, unit="seconds")
+        slot = (Outcome.OK, Outcome.THROTTLED, Outcome.ERROR).index(outcome)
+        with self._lock:
+            for key in adaptive_keys(topic):
+                sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0])
+                sums[slot] += n
+                if retry_after_s is not None:
+                    sums[3] = max(sums[3], retry_after_s)
+        return outcome
+
+    def urgent(self, key: str) -> bool:
+        """Whether a refusal waits to be told for ``key``."""
+        with self._lock:
+            sums = self._sums.get(key)
+            return sums is not None and sums[1] > 0
+
+    def take(self, key: str) -> Outcomes | None:
+        """The sums of ``key`` for an ask (None: nothing since the last), cleared here; ``restore`` them if the
+        ask is not answered."""
+        with self._lock:
+            sums = self._sums.pop(key, None)
+        if sums is None:
+            return None
+        return Outcomes(ok=sums[0], throttled=sums[1], errors=sums[2], retry_after_s=sums[3] if sums[3] >= 0 else None)
+
+    def restore(self, key: str, said: Outcomes) -> None:
+        """Put back what an unanswered ask carried (added to what came since)."""
+        with self._lock:
+            sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0])
+            sums[0] += said.ok
+            sums[1] += said.throttled
+            sums[2] += said.errors
+            if said.retry_after_s is not None:
+                sums[3] = max(sums[3], said.retry_after_s)
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the sums of limits no pool of this participant holds (nobody asks for them)."""
+        with self._lock:
+            for key in [k for k in self._sums if k not in keep]:
+                del self._sums[key]

@@ -1,0 +1,150 @@
+"""An adaptive shared limit end to end on a ManualClock: participants send through their pools to a simulated
+sink of unknown capacity, report how each send ended (``Participant.report_outcome``), and the control plane's
+grant book (the real one, in process) learns the sink's capacity for all of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from limiter import ManualClock
+from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "acme/web/api"
+SEND = 20   # rows a send
+BURST_S = 0.5
+
+
+def adaptive(ceiling: float = 2000, floor: float = -1, on: bool = True):
+    return policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": ceiling, "adaptive": on,
+                                                    "adaptiveFloorInMsg": floor}}})
+
+
+class Sink:
+    """A server taking ``capacity_per_s`` (a token bucket holding BURST_S of it); beyond it, 429 with a
+    Retry-After of ``retry_after_s`` (None: none)."""
+
+    def __init__(self, capacity_per_s: float, retry_after_s: float | None = None):
+        self.capacity_per_s, self.retry_after_s = capacity_per_s, retry_after_s
+        self.tokens, self.at = capacity_per_s * BURST_S, None
+        self.ok = self.refused = 0
+
+    def send(self, now: float, rows: int) -> bool:
+        if self.at is not None:
+            self.tokens = min(self.capacity_per_s * BURST_S, self.tokens + (now - self.at) * self.capacity_per_s)
+        self.at = now
+        if self.tokens >= rows:
+            self.tokens -= rows
+            self.ok += rows
+            return True
+        self.refused += rows
+        return False
+
+
+def world(clock: ManualClock, ps, n: int = 3):
+    cp = InProcessControlPlane(ps, interval_s=1.0, clock=clock.now_s)
+    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(n)]
+    for p in parts:
+        assert p.report_now()
+    return cp, parts, [p.producer(TOPIC) for p in parts]
+
+
+def run(clock: ManualClock, parts: list, producers: list, sink: Sink, seconds: float) -> list[float]:
+    """Every producer sends SEND rows to ``sink`` as fast as its pool lets it and reports the outcome, the
+    workers taking turns by the millisecond (as real ones, never in lock step: a sink's burst would refuse
+    sends that come at the same instant whatever the rate); the keepers run every 10 ms. Returns the rows the
+    sink took in each second."""
+    per_second, took, end, second = [], 0, clock.now_s() + seconds, clock.now_s() + 1.0
+    tick = 0
+    while clock.now_s() < end:
+        if tick % 10 == 0:
+            for p in parts:
+                p.grant_keeper.run_once()
+        tick += 1
+        for i, (p, prod) in enumerate(zip(parts, producers, strict=True)):
+            if tick % len(parts) == i and not prod.paused and prod.try_acquire(SEND):
+                if sink.send(clock.now_s(), SEND):
+                    took += SEND
+                    p.report_outcome(TOPIC, "ok", SEND)
+                else:
+                    p.report_outcome(TOPIC, "throttled", SEND, retry_after_s=sink.retry_after_s)
+        clock.advance(0.001)
+        if clock.now_s() >= second:
+            per_second.append(took)
+            took, second = 0, second + 1.0
+    return per_second
+
+
+def mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def test_the_workers_find_the_sinks_capacity_together_and_follow_it(clock: ManualClock) -> None:
+    cp, parts, producers = world(clock, adaptive(2000))
+    sink = Sink(700)
+    first = run(clock, parts, producers, sink, 10.0)
+    assert mean(first[-5:]) >= 0.9 * 700, first                         # found within 10 s
+    ok, refused = sink.ok, sink.refused
+    steady = run(clock, parts, producers, sink, 20.0)
+    assert mean(steady) >= 0.9 * 700, steady
+    # (the sends refused each time the rate probes past the capacity: what the pools held then; 1 % measured)
+    assert (sink.refused - refused) / (sink.ok - ok + sink.refused - refused) < 0.02
+    sink.capacity_per_s = 1200                                          # it grew: found within 10 s
+    grown = run(clock, parts, producers, sink, 10.0)
+    assert mean(grown[-3:]) >= 0.85 * 1200 and max(grown[-5:]) >= 0.9 * 1200, grown
+    sink.capacity_per_s = 400                                           # and shrank
+    shrunk = run(clock, parts, producers, sink, 10.0)
+    assert mean(shrunk[-5:]) >= 0.85 * 400, shrunk
+    limit = cp.grants.shares({}, cp.policies)[f"topic:publish:{TOPIC}"]
+    assert limit["adaptive"]["ceilingPerSecond"] == 2000
+    assert limit["msgs"]["limitPerSecond"] == pytest.approx(limit["adaptive"]["ratePerSecond"])
+    assert limit["msgs"]["limitPerSecond"] < 0.4 * 2000                 # (what /v1/state/shared shows)
+
+
+def test_without_adaptive_the_same_limit_overruns_the_sink(clock: ManualClock) -> None:
+    _, parts, producers = world(clock, adaptive(2000, on=False))
+    sink = Sink(700)
+    run(clock, parts, producers, sink, 10.0)
+    assert sink.refused > sink.ok                                       # 2,000 sent, 700 taken
+
+
+def test_a_retry_after_pauses_every_worker(clock: ManualClock) -> None:
+    cp, parts, producers = world(clock, adaptive(1000))
+    sink = Sink(10_000)
+    run(clock, parts, producers, sink, 2.0)
+    parts[0].report_outcome(TOPIC, "throttled", 1, retry_after_s=2.0)   # one worker's 429, with Retry-After: 2
+    sent_at = []
+    for _ in range(300):
+        for p in parts:
+            p.grant_keeper.run_once()
+        for prod in producers:
+            if not prod.paused and prod.try_acquire(SEND):
+                sent_at.append(clock.now_s())
+        clock.advance(0.01)
+    start = sent_at[0] if sent_at else None
+    paused_from = clock.now_s() - 3.0
+    quiet = [t for t in sent_at if paused_from + 0.3 <= t < paused_from + 2.0]
+    assert not quiet, f"sends during the pause: {len(quiet)} (first at {start})"
+    assert any(t >= paused_from + 2.0 for t in sent_at)                 # and they resume after it
+    assert cp.grants.shares({}, cp.policies)[f"topic:publish:{TOPIC}"]["adaptive"]["throttled"] == 1
+
+
+def test_the_operators_change_wins_over_what_was_learnt(clock: ManualClock) -> None:
+    cp, parts, producers = world(clock, adaptive(2000))
+    run(clock, parts, producers, Sink(500), 5.0)
+    key = f"topic:publish:{TOPIC}"
+    assert cp.grants.shares({}, cp.policies)[key]["adaptive"]["ratePerSecond"] < 1000
+    cp.policies = adaptive(300).model_copy(update={"version": cp.policies.version + 1})
+    run(clock, parts, producers, Sink(10_000), 0.1)
+    learnt = cp.grants.shares({}, cp.policies)[key]["adaptive"]
+    assert (learnt["ceilingPerSecond"], learnt["ratePerSecond"], learnt["changedBy"]) == (300, 300, "operator")
+
+
+def test_a_bad_outcome_is_refused_and_nothing_is_kept(clock: ManualClock) -> None:
+    _, (p, *_), _ = world(clock, adaptive(1000), n=1)
+    for bad, says in ((("nope",), "outcome must be one of"), (("ok", 0), "n"),
+                      (("ok", 1, 2.0), "retry_after_s goes with a throttled outcome")):
+        with pytest.raises(ValueError, match=says):
+            p.report_outcome(TOPIC, *bad)
+    assert p.grant_keeper.outcomes.take(f"topic:publish:{TOPIC}") is None

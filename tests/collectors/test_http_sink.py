@@ -1,0 +1,86 @@
+"""The publish job's HTTP sink against a real loopback endpoint: a 429 is the endpoint's "too many" -- retried after
+its Retry-After and told to the participant as throttled --, a 2xx is told as taken, another 4xx fails the task."""
+
+from __future__ import annotations
+
+import email.utils
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pyarrow as pa
+import pytest
+
+from collectors.jobs.sinks import HttpSink
+from collectors.outcomes import retry_after_s
+
+pytestmark = pytest.mark.unit
+
+
+class Endpoint(BaseHTTPRequestHandler):
+    answers: list[tuple[int, dict[str, str]]] = []   # what the next requests get, then 200
+    received: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append(self.headers["Idempotency-Key"])
+        status, headers = self.answers.pop(0) if self.answers else (200, {})
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    Endpoint.answers, Endpoint.received = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/ingest"
+    server.shutdown()
+    server.server_close()
+
+
+CHUNK = pa.table({"id": [1, 2, 3], "payload": [b"a", b"b", b"c"]})
+
+
+def test_a_429_is_retried_after_its_retry_after_and_told_as_throttled(url: str) -> None:
+    told = []
+    Endpoint.answers = [(429, {"Retry-After": "0"}), (503, {}), (200, {})]
+    sink = HttpSink(url, "run/b0p0", report=lambda *a: told.append(a))
+    sink.deliver("p", "acme/web/api", CHUNK, 1.0, 0)
+    sink.close()
+    assert Endpoint.received == ["run/b0p0/p/0"] * 3                     # the same chunk, the same key
+    assert told == [("acme/web/api", "throttled", 3, 0.0), ("acme/web/api", "throttled", 3, None),
+                    ("acme/web/api", "ok", 3, None)]
+
+
+def test_an_endpoint_that_keeps_refusing_fails_the_chunk_after_the_budget(url: str) -> None:
+    Endpoint.answers = [(429, {"Retry-After": "0"})] * 1000
+    sink = HttpSink(url, "k", report=None, throttled_budget_s=0.2, retries=1)
+    with pytest.raises(RuntimeError, match="failed for chunk k/p/0 .*HTTP 429"):
+        sink.deliver("p", "t/n/x", CHUNK, 1.0, 0)
+    sink.close()
+
+
+def test_another_4xx_fails_the_task_and_is_told_as_an_error(url: str) -> None:
+    told = []
+    Endpoint.answers = [(400, {})]
+    sink = HttpSink(url, "k", report=lambda *a: told.append(a))
+    with pytest.raises(RuntimeError, match="refused chunk k/p/7: HTTP 400"):
+        sink.deliver("p", "t/n/x", CHUNK, 1.0, 7)
+    sink.close()
+    assert told == [("t/n/x", "error", 3, None)]
+
+
+def test_retry_after_reads_seconds_and_http_dates_and_nothing_else() -> None:
+    assert retry_after_s("2") == 2.0 and retry_after_s(" 1.5 ") == 1.5
+    assert retry_after_s(email.utils.formatdate(1_000_010.0, usegmt=True), now_s=1_000_000.0) == pytest.approx(10)
+    assert retry_after_s(email.utils.formatdate(999_990.0, usegmt=True), now_s=1_000_000.0) == 0.0   # past: now
+    for bad in (None, "", "soon", "inf", "nan"):
+        assert retry_after_s(bad) is None, bad
