@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from limiter.adaptive import AdaptiveRate, Outcome
-from limiter.grants import GrantWindow
+from limiter.grants import DEFAULT_BURST_S, GrantWindow
 from limiter.policy import Level, Rate
 from protocol import Grant, GrantAsk, Limit, PolicySet, PolicyView, limit_key, parse_limit_key
 
@@ -57,6 +57,7 @@ __all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "MARKER_STALE_S",
 CHUNK_S = 0.25
 RETRY_MIN_S = 0.02
 MAX_ASKS_PER_S = 100.0
+ADAPTIVE_BURST_S = 0.1     # an adaptive limit's holders hold this much of their fair rate
 MIN_ADAPTIVE_PER_S = 1e-3   # an adaptive limit's capacity never reaches 0 (which reads as "not limited")
 MARKER = "grants.alive"
 MARKER_STALE_S = 24 * 3600.0   # a marker older than this: no participant of then is assumed to be still sending
@@ -68,11 +69,15 @@ def learning_s_for(interval_s: float) -> float:
 
 
 class _Limit:
-    __slots__ = ("msgs", "bytes", "adaptive")
+    __slots__ = ("msgs", "bytes", "adaptive", "smooth")
 
-    def __init__(self, window_s: float):
-        self.msgs = GrantWindow(window_s)
-        self.bytes = GrantWindow(window_s)
+    def __init__(self, window_s: float, smooth: bool = False):
+        # an adaptive limit's grants come smoothly (``ADAPTIVE_BURST_S``, no catch-up after a gap): the sink
+        # behind it refuses a burst whatever the rate, and each refusal cuts the rate
+        burst_s = min(ADAPTIVE_BURST_S, window_s) if smooth else DEFAULT_BURST_S
+        self.msgs = GrantWindow(window_s, burst_s, catch_up=not smooth)
+        self.bytes = GrantWindow(window_s, burst_s, catch_up=not smooth)
+        self.smooth = smooth
         self.adaptive: AdaptiveRate | None = None   # an adaptive limit's rate (its messages dimension)
 
     def adapt(self, limit: Limit, rate: Rate, ask: GrantAsk, now: float) -> tuple[float, float]:
@@ -150,8 +155,9 @@ class GrantBook:
                     out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction))
                     continue
                 windows = self._limits.get(key)
-                if windows is None or windows.msgs.window_s != rate.period_s:
-                    windows = self._limits[key] = _Limit(rate.period_s)
+                smooth = limit.adaptive_floor_per_s is not None
+                if windows is None or windows.msgs.window_s != rate.period_s or windows.smooth != smooth:
+                    windows = self._limits[key] = _Limit(rate.period_s, smooth)
                 proportional = limit.strategy.value == "proportional"
                 # an ask that wants nothing at all says the participant is done with the limit for now
                 leaving = ask.wants_msgs <= 0 and ask.wants_bytes <= 0

@@ -23,10 +23,11 @@ is congestion too: a database's latency climbs before it refuses anything.
   epochs (a cut to the delivered rate), not in the dozens a fixed factor takes.
 - **increase, while clean and used:** each epoch without congestion in which the sink delivered at least
   ``USED`` of the rate adds a step per second of it, up to the ceiling -- a probe for capacity that came back.
-  Below what the sink delivered when it last refused (plus the margin) the step is ``step_per_s``: the probe
-  is gentle where the sink said "too many" last, and the sends it refuses when it says it again are few. Above
-  it the step doubles with every such epoch in a row (back to ``step_per_s`` at a decrease): a sink whose
-  capacity grew by half is found in a few epochs, not in the minutes a fixed step takes. An epoch that
+  Just below what the sink delivered when it last refused (within twice the margin) the step is
+  ``step_per_s``: the probe is gentle where the sink said "too many" last, and the sends it refuses when it says
+  it again are few. Past it, or far below it (the sink's capacity fell since), the step doubles with every such
+  epoch in a row (back to ``step_per_s`` at a decrease): a sink whose capacity grew by half is found in a few
+  epochs, not in the minutes a fixed step takes. An epoch that
   delivered less says nothing about the sink (the job sent less): the rate stays, so a job that idles does not
   climb to the ceiling and overrun the sink when it resumes.
 - **Retry-After:** the sink's own pause, ``paused_for_s()``, for every sender of the limit (at most
@@ -35,15 +36,16 @@ is congestion too: a database's latency climbs before it refuses anything.
   for maintenance must hold now; a raise is what was asked for), and ``changed_by`` says so until the next
   adaptation.
 
-Worked example, ceiling 2,000/s, floor 50/s, epoch 1 s, cut 0.97, max cut 0.5, margin 0.1, step 20/s per second,
-a sink that takes 700/s: sending at 2,000/s, the first 429 comes a moment in; the sink delivered 700 in the last
-second, so the rate becomes max(0.5 x 2,000, min(0.97 x 2,000, 0.9 x 700)) = 1,000. One epoch later the 429s go
-on (1,000 > 700): max(500, min(970, 630)) = 630. Clean from there, 20 more each second (650, 670, 690: below the
-700 the sink delivered when it refused), then 20, 40, ...; once past 700 and the sink's own burst spent, a 429
-cuts it back to ~630 at once: a sawtooth of ~5 s between 630 and ~730. Simulated (``tests/limiter``: the sink a
-token bucket of 700/s holding a tenth of a second, a 429 beyond it, a job that always wants more): 1.0 of the
-capacity delivered over 30 s with 0.008 % of the sends refused; the sink grown to 1,200/s, found in 6 s;
-shrunk to 400/s, held within a second.
+Worked example, ceiling 2,000/s, floor 50/s, epoch 1 s, cut 0.97, max cut 0.5, margin 0.05, step 20/s per
+second, a sink that takes 700/s: sending at 2,000/s, the first 429 comes a moment in; the sink delivered 700 in the
+last second, so the rate becomes max(0.5 x 2,000, min(0.97 x 2,000, 0.95 x 700)) = 1,000. One epoch later the
+429s go on (1,000 > 700): max(500, min(970, 665)) = 665. Clean from there, 20 more each second while within a
+tenth below the 700 the sink delivered when it refused (685, 705), then 20, 40, ...; once past 700 and the sink's
+own burst spent, a 429 cuts it back to ~665 at once: a sawtooth of a few seconds between 665 and ~750.
+Simulated (``tests/limiter``: the sink a token bucket of 700/s holding a tenth of a second, a 429 beyond it, a job
+that always wants more): 1.0 of the capacity delivered over 30 s with 0.09 % of the sends refused; the sink grown
+to 1,200/s, found in 6 s; shrunk to 400/s, held within a second. Measured in a Spark job against a real HTTP
+server: ``benchmarks/bench_adaptive.py``.
 
 Consistency: observations and reads are serialised by one lock; ``rate_per_s(now_s)`` settles a finished epoch
 first, so a reader sees the rate as of now. Time is the caller's (``now_s`` on every call, seconds of one
@@ -61,7 +63,7 @@ from .checks import at_least_zero, finite, positive
 
 __all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome"]
 
-USED = 0.8   # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
+USED = 0.7   # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
 
 
 class Outcome(enum.Enum):
@@ -92,7 +94,7 @@ class AdaptiveRate:
     """One adaptive limit (see the module essay). Thread-safe."""
 
     def __init__(self, ceiling_per_s: float, floor_per_s: float = 0.0, *, epoch_s: float = 1.0,
-                 cut: float = 0.97, max_cut: float = 0.5, margin: float = 0.1, step_per_s: float | None = None,
+                 cut: float = 0.97, max_cut: float = 0.5, margin: float = 0.05, step_per_s: float | None = None,
                  slow_s: float | None = None, max_pause_s: float = 30.0, now_s: float = 0.0):
         self.epoch_s = positive("epoch_s", epoch_s, unit="seconds")
         self.cut = _fraction("cut", cut)
@@ -215,8 +217,9 @@ class AdaptiveRate:
         if elapsed < self.epoch_s:
             return
         if not self._congested and self._delivered >= USED * self._rate * elapsed and self._rate < self.ceiling_per_s:
-            # below what the sink took when it last refused: a gentle step, not doubled
-            near = self._rate < self._refused_at_per_s
+            # just below what the sink took when it last refused: a gentle step, not doubled (far below it -- the
+            # sink's capacity fell since -- or past it, the step doubles)
+            near = (1 - 2 * self.margin) * self._refused_at_per_s <= self._rate < self._refused_at_per_s
             self._rate = min(self.ceiling_per_s, self._rate + (self.step_per_s if near else self._step) * elapsed)
             self._step = self.step_per_s if near else min(2 * self._step, self.ceiling_per_s)
             self.changed_by = "increase"

@@ -106,11 +106,14 @@ class GrantWindow:
     """The grants of one dimension of one shared limit (see the module essay). Not thread-safe: the caller
     serialises (the control plane answers on its event loop)."""
 
-    def __init__(self, window_s: float = 1.0, burst_s: float = DEFAULT_BURST_S):
+    def __init__(self, window_s: float = 1.0, burst_s: float = DEFAULT_BURST_S, *, catch_up: bool = True):
         positive("window_s", window_s, unit="seconds")
         if not (isinstance(burst_s, int | float) and math.isfinite(burst_s) and 0 < burst_s <= window_s):
             raise ValueError(f"burst_s must be a number of seconds > 0 and <= window_s, got {burst_s!r}")
         self.window_s, self.burst_s = float(window_s), float(burst_s)
+        # a holder back from a gap catches it up (see ``grant``); off for a sink that refuses bursts (an adaptive
+        # limit: the catch-up of a micro-batch's first asks came to the sink at once, and it refused them)
+        self.catch_up = bool(catch_up)
         self._spent_until = -math.inf            # the window is spent until then
         self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
         self._total = 0.0
@@ -218,7 +221,7 @@ class GrantWindow:
         # (not while re-learning: it was spending its fallback rate until its first ask, and a catch-up would come
         # on top of that -- measured, 466 at once after a micro-batch's gap, 1.35-1.65x the limit in that second)
         away_since = self._away.pop(holder, None)
-        back = away_since is not None and learning_cap is None
+        back = away_since is not None and learning_cap is None and self.catch_up
         own_most = fair_per_s * (self.window_s if back else self.burst_s)
         held = self._own.get(holder)
         if held is None:

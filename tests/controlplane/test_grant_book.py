@@ -208,7 +208,7 @@ def test_the_policies_say_which_limits_adapt_and_their_floor_per_second(where: s
 def test_an_adaptive_limit_grants_what_the_sink_takes_and_a_pause_stops_every_asker() -> None:
     clock = ManualClock()
     book, ps = GrantBook(0.25, clock=clock.now_s), adaptive_policies(1000)
-    assert book.answer("a", topic_ask(250), ps)[0].msgs == pytest.approx(250)
+    assert book.answer("a", topic_ask(250), ps)[0].msgs == pytest.approx(100)   # smooth: a tenth of a second
     clock.advance(1.0)
     book.answer("a", topic_ask(1, ok=400), ps)
     book.answer("a", topic_ask(1, throttled=20), ps)                                # the sink refused

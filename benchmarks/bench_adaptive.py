@@ -1,0 +1,171 @@
+"""Adaptive limits against a sink whose capacity the job does not know, side by side with no adaptation and with
+per-task AIMD, in one run on ``local[2]``.
+
+A real HTTP server on loopback (``shared/sink_server.py``) takes 700 records/s (a token bucket holding 0.2 s of
+it) and answers 429 with a Retry-After beyond it; a Structured Streaming job (Spark's ``rate-micro-batch``,
+2 tasks, more demand than any limit) sends to it through a shared limit configured at 2,000/s, in requests of 20
+records (``shared/adaptive_kinds.py``). Mid-run the sink's capacity becomes 1,200/s, then 400/s. Kinds: ``ours``
+(the limit is ``adaptive``; every task reports each answer), ``none`` (the same limit, not adaptive), ``alone``
+(per-task AIMD: each Python worker adapts its own part of the limit to its own answers). A refused request is not
+sent again. Figures, from the server's own record of every answer:
+
+- seconds until the sink takes >= 0.9 of its capacity over 3 seconds in a row (refusing < 5 %; goal <= 10),
+  then what it takes over its capacity (goal >= 0.9) and the share of records it refuses from then on
+  (goal < 1 %);
+- seconds to follow each capacity change (the same test at the new capacity; goal <= 10 each);
+- over the whole run, ours against the other two: it must refuse less and deliver more than both.
+
+The control plane and the Spark session are those of ``bench_shared`` (``Bench``: report interval 1 s, the
+library shipped to the executors, a warm-up run first).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import row
+from .shared import jobs
+from .shared.adaptive_kinds import KINDS, sender_fn
+from .shared.sink_server import SinkServer
+
+SECTION = "adaptive"
+CEILING = 2000.0
+PHASES = ((700.0, 20.0), (1200.0, 12.0), (400.0, 12.0))   # (capacity per second, seconds)
+QUICK_PHASES = ((700.0, 12.0), (1200.0, 10.0), (400.0, 10.0))
+HELD_S = 3   # seconds in a row a capacity must be held to count as reached
+
+
+def per_second(answers: list[tuple[float, int, bool]], t0: float, seconds: int) -> tuple[list[int], list[int]]:
+    """Records taken and refused in each second from ``t0``."""
+    taken, refused = [0] * seconds, [0] * seconds
+    for t, n, ok in answers:
+        s = int(t - t0)
+        if 0 <= s < seconds:
+            (taken if ok else refused)[s] += n
+    return taken, refused
+
+
+def reached_s(taken: list[int], refused: list[int], capacity: float) -> float:
+    """Seconds until ``capacity`` is held: HELD_S seconds in a row that took >= 0.9 of it and refused < 5 % of
+    what came (one second alone swings with Spark's micro-batches); inf if never."""
+    for s in range(len(taken) - HELD_S + 1):
+        t, r = sum(taken[s:s + HELD_S]), sum(refused[s:s + HELD_S])
+        if t >= 0.9 * capacity * HELD_S and r <= 0.05 * (t + r):
+            return float(s)
+    return float("inf")
+
+
+def figures(answers: list[tuple[float, int, bool]], t0: float, phases: tuple[tuple[float, float], ...]
+            ) -> dict[str, float]:
+    out: dict[str, float] = {}
+    start = 0
+    for i, (capacity, length) in enumerate(phases):
+        taken, refused = per_second(answers, t0 + start, int(length))
+        reach = reached_s(taken, refused, capacity)
+        out[f"reach_{i}"] = reach
+        if i == 0:
+            after = slice(int(reach), None) if reach != float("inf") else slice(len(taken) // 2, None)
+            t_after, r_after = sum(taken[after]), sum(refused[after])
+            out["after_mean"] = t_after / (capacity * max(1, len(taken[after])))
+            out["after_refused"] = r_after / max(1, t_after + r_after)
+        start += int(length)
+    taken, refused = per_second(answers, t0, start)
+    out["taken"], out["refused_share"] = float(sum(taken)), sum(refused) / max(1, sum(taken) + sum(refused))
+    return out
+
+
+def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...]) -> dict[str, float]:
+    bench.runs += 1
+    topic = f"ad{bench.runs}/ns/api"
+    bench._ok(bench.admin.post(f"/admin/v2/persistent/{topic}/publishRate", json={
+        "publishThrottlingRateInMsg": CEILING, "adaptive": kind == "ours"}))
+    sink = SinkServer(phases[0][0]).start()
+    try:
+        started: dict[str, float] = {}
+
+        def change(t0: float) -> None:   # (on a thread, from when the query started)
+            started["t0"] = at = t0
+            for i in range(1, len(phases)):
+                at += phases[i - 1][1]
+                time.sleep(max(0.0, at - time.time()))
+                sink.set_capacity(phases[i][0])
+
+        total = sum(length for _, length in phases)
+        fn = sender_fn(kind, topic, sink.url, ceiling_per_s=CEILING, tasks=2, key=f"alone{bench.runs}")
+        jobs.stream(bench.spark, fn, 2, int(CEILING), total, change)
+        return figures(list(sink.answers), started["t0"], phases)
+    finally:
+        sink.close()
+
+
+def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, float], ...]) -> list[dict[str, Any]]:
+    c0, c1, c2 = (int(c) for c, _ in phases)
+    out = []
+    for kind in KINDS:
+        r = results.get(kind)
+        if r is None:
+            continue
+        ours = kind == "ours"
+        name = f"sink of {c0:,}/s, limit {int(CEILING):,} [{kind}]"
+        out += [
+            row(SECTION, f"{name}: seconds to take >= 0.9 of the capacity", r["reach_0"], "s",
+                "<= 10" if ours else "", r["reach_0"] <= 10 if ours else None),
+            row(SECTION, f"{name}: taken / capacity after that", r["after_mean"], "x",
+                ">= 0.9" if ours else "", r["after_mean"] >= 0.9 if ours else None),
+            row(SECTION, f"{name}: refused after that", 100 * r["after_refused"], "%",
+                "< 1" if ours else "", r["after_refused"] < 0.01 if ours else None),
+            row(SECTION, f"{name}: seconds to follow {c0:,} -> {c1:,}", r["reach_1"], "s",
+                "<= 10" if ours else "", r["reach_1"] <= 10 if ours else None),
+            row(SECTION, f"{name}: seconds to follow {c1:,} -> {c2:,}", r["reach_2"], "s",
+                "<= 10" if ours else "", r["reach_2"] <= 10 if ours else None),
+            row(SECTION, f"{name}: refused over the run", 100 * r["refused_share"], "%"),
+        ]
+    ours = results.get("ours")
+    for other in ("none", "alone"):
+        theirs = results.get(other)
+        if ours is None or theirs is None:
+            continue
+        out += [
+            row(SECTION, f"delivered over the run, ours / {other}", ours["taken"] / max(1.0, theirs["taken"]), "x",
+                ">= 1", ours["taken"] >= theirs["taken"]),
+            row(SECTION, f"refused over the run, ours - {other}", 100 * (ours["refused_share"] - theirs["refused_share"]),
+                "points", "< 0", ours["refused_share"] < theirs["refused_share"]),
+        ]
+    return out
+
+
+def run(quick: bool = False, kinds: tuple[str, ...] = KINDS) -> list[dict[str, Any]]:
+    if shutil.which("java") is None:
+        return [row(SECTION, "skipped: Java not found", float("nan"), "", "", None)]
+    from .bench_shared import Bench
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    phases = QUICK_PHASES if quick else PHASES
+    with tempfile.TemporaryDirectory(prefix="bench-adaptive-") as tmp:
+        bench = Bench(quick, Path(tmp))
+        results: dict[str, dict[str, float]] = {}
+        try:
+            bench.use("local[2]")
+            for kind in kinds:
+                results[kind] = _run_kind(bench, kind, phases)
+                print(f"  adaptive [{kind}]: {results[kind]}", file=sys.stderr, flush=True)
+        finally:
+            bench.close()
+    return rows_for(results, phases)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--kind", action="append", choices=KINDS)
+    args = parser.parse_args()
+    for r in run(args.quick, tuple(args.kind or KINDS)):
+        print(r)

@@ -1,0 +1,44 @@
+"""An adaptive limit in a real Spark job against a real HTTP sink of unknown capacity (loopback): the tasks report
+every answer through the public helper, and the cluster finds the capacity together; the same limit without
+adaptation overruns the sink. Loose margins for a noisy 2-core machine; ``benchmarks/bench_adaptive.py`` holds
+the tight goals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from benchmarks.bench_adaptive import per_second
+from benchmarks.shared import jobs
+from benchmarks.shared.adaptive_kinds import sender_fn
+from benchmarks.shared.sink_server import SinkServer
+from tests.spark.conftest import ok
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+SECONDS = 14
+
+
+def run(spark: Any, admin: httpx.Client, kind: str) -> tuple[list[int], list[int]]:
+    topic = f"adapt-{kind}/ns/api"
+    ok(admin.post(f"/admin/v2/persistent/{topic}/publishRate",
+                  json={"publishThrottlingRateInMsg": 2000, "adaptive": kind == "ours"}))
+    sink = SinkServer(700).start()
+    started: dict[str, float] = {}
+    try:
+        jobs.stream(spark, sender_fn(kind, topic, sink.url), 2, 2000, SECONDS, lambda t0: started.update(t0=t0))
+        return per_second(list(sink.answers), started["t0"], SECONDS)
+    finally:
+        sink.close()
+
+
+def test_an_adaptive_limit_finds_an_http_sinks_capacity_and_the_same_limit_without_overruns_it(
+        spark: Any, admin: httpx.Client) -> None:
+    taken, refused = run(spark, admin, "ours")
+    last_t, last_r = sum(taken[-6:]), sum(refused[-6:])
+    assert last_t >= 0.75 * 700 * 6, (taken, refused)              # found: most of the capacity used
+    assert last_r <= 0.05 * (last_t + last_r), (taken, refused)     # and few sends refused once found
+    taken, refused = run(spark, admin, "none")
+    assert sum(refused) > 0.3 * (sum(taken) + sum(refused)), (taken, refused)   # 2,000/s at a sink of 700/s
