@@ -13,7 +13,9 @@ sent again. Figures, from the server's own record of every answer:
   then what it takes over its capacity (goal >= 0.9) and the share of records it refuses from then on
   (goal < 1 %);
 - seconds to follow each capacity change (the same test at the new capacity; goal <= 10 each);
-- over the whole run, ours against the other two: it must refuse less and deliver more than both.
+- over the whole run, ours against the other two: it must refuse less than both, and deliver more than per-task
+  AIMD (without adaptation the sink is always full: it takes its capacity whatever it refuses, so no limiter
+  delivers more than that one -- the cost is what it refuses).
 
 The control plane and the Spark session are those of ``bench_shared`` (``Bench``: report interval 1 s, the
 library shipped to the executors, a warm-up run first).
@@ -131,9 +133,13 @@ def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, fl
         theirs = results.get(other)
         if ours is None or theirs is None:
             continue
+        # (this sink takes its capacity whatever it refuses: without adaptation it delivers exactly that, and
+        # no limiter can deliver more; a sink that counts refused requests too would take less)
+        delivered = ours["taken"] / max(1.0, theirs["taken"])
         out += [
-            row(SECTION, f"delivered over the run, ours / {other}", ours["taken"] / max(1.0, theirs["taken"]), "x",
-                ">= 1", ours["taken"] >= theirs["taken"]),
+            row(SECTION, f"delivered over the run, ours / {other}", delivered, "x",
+                *((">= 1", delivered >= 1) if other == "alone" else ("", None)),
+                note="" if other == "alone" else "the sink takes its capacity whatever it refuses"),
             row(SECTION, f"refused over the run, ours - {other}", 100 * (ours["refused_share"] - theirs["refused_share"]),
                 "points", "< 0", ours["refused_share"] < theirs["refused_share"]),
         ]
