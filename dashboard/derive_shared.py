@@ -117,8 +117,19 @@ def summary_rows(doc: SharedState) -> list[dict[str, Any]]:
                      f"granted {unit}": (UNLIMITED if isinstance(cap, str) else round(granted / window, 2)
                                          if isinstance(granted, int | float) and window else NO_GRANT),
                      "use %": UNLIMITED if isinstance(cap, str) else round(100 * use.usage / cap, 1),
-                     "participants": len(limit.participants), "status": _status_text(limit)})
+                     "participants": len(limit.participants), "adaptive": adaptive_text(limit),
+                     "status": _status_text(limit)})
     return rows
+
+
+def adaptive_text(limit: SharedLimit) -> str:
+    """An adaptive limit's rate learnt against its ceiling, what moved it last and any pause the sink asked for;
+    "off" for one that does not adapt."""
+    a = limit.adaptive
+    if a is None:
+        return "off"
+    text = f"{a.ratePerSecond:,.0f} of {a.ceilingPerSecond:,.0f}/s ({a.changedBy})"
+    return text + (f", paused {a.pausedForSeconds:.1f} s" if a.pausedForSeconds > 0 else "")
 
 
 def _share(value: PerSecond | None) -> float | str:

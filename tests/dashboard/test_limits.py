@@ -175,3 +175,18 @@ def test_a_broker_setting_that_is_a_choice_is_edited_as_text(env: Stack) -> None
     click(click(at, "broker.review"), "limits.confirm")
     assert any("HTTP 4" in e.value and "Nothing was changed" in e.value for e in at.error)
     assert cp.post("/admin/v2/brokers/configuration/defaultQuotaStrategy/fair").status_code == 204
+
+
+def test_editing_an_adaptive_rate_on_the_page_keeps_it_adaptive(env: Stack) -> None:
+    cp = env.cp.client(ADMIN)
+    url = "/admin/v2/persistent/acme/web/api/publishRate"
+    assert cp.post(url, json={"publishThrottlingRateInMsg": 2000, "adaptive": True,
+                              "adaptiveFloorInMsg": 50}).status_code == 204
+    at = limits_page()
+    at.selectbox(key="topic.target").set_value("acme/web/api").run()
+    at.number_input(key="topic.acme/web/api.publishRate.m").set_value(1500).run()
+    click(at, "topic.review")
+    click(at, "limits.confirm")
+    got = cp.get(url).json()
+    assert (got["publishThrottlingRateInMsg"], got["adaptive"], got["adaptiveFloorInMsg"]) == (1500, True, 50)
+    assert cp.delete(url).status_code == 204

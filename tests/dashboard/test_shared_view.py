@@ -51,13 +51,13 @@ def test_over_admission_and_stranded_quota_are_named_and_come_first() -> None:
                                                  "namespace acme/web"]
     assert rows[0] == {"shared limit": "topic acme/web/clicks", "limit msgs/s": 50.0, "admitted msgs/s": 80.0,
                        "demand msgs/s": 80.0, "granted msgs/s": "no grant", "use %": 160.0, "participants": 2,
-                       "status": "over the limit by 30 msgs/s"}
+                       "adaptive": "off", "status": "over the limit by 30 msgs/s"}
     assert rows[1]["status"] == "stranded: 40 msgs/s unused while demand waits" and rows[1]["use %"] == 60.0
     assert rows[1]["granted msgs/s"] == 62.0
     assert (rows[2]["status"], rows[2]["use %"]) == ("ok", 99.0)
     assert rows[3] == {"shared limit": "namespace acme/web", "limit msgs/s": "unlimited", "admitted msgs/s": 10.0,
                        "demand msgs/s": 10.0, "granted msgs/s": "unlimited", "use %": "unlimited",
-                       "participants": 1, "status": "unlimited"}
+                       "participants": 1, "adaptive": "off", "status": "unlimited"}
 
 
 def test_participant_rows_show_demand_usage_share_and_who_strands_the_quota() -> None:
@@ -99,3 +99,14 @@ def test_the_chart_draws_usage_against_share_per_participant_and_in_all_with_the
     assert not unlimited.layout.shapes and [a.text for a in unlimited.layout.annotations] == ["limit: unlimited"]
     assert [t.name for t in unlimited.data if t.name == "share" and t.x[0] is None] == ["share"]   # no bar
     assert figures.shared_limit_figure([], 10.0).layout.annotations[0].text == "no participant reports this limit"
+
+
+def test_an_adaptive_limit_shows_the_rate_it_learnt_against_its_ceiling_and_any_pause() -> None:
+    learnt = {"ratePerSecond": 665.4, "ceilingPerSecond": 2000.0, "floorPerSecond": 50.0, "pausedForSeconds": 0.0,
+              "changedBy": "decrease", "ok": 9000, "throttled": 40, "errors": 0}
+    api = limit_json("topic", "acme/web/api", 665.4, [who("a", 900, 600, 332.7, 80)], granted=600)
+    [row] = derive_shared.summary_rows(shared([{**api, "adaptive": learnt}]))
+    assert row["adaptive"] == "665 of 2,000/s (decrease)" and row["limit msgs/s"] == 665.4
+    paused = {**learnt, "pausedForSeconds": 0.84, "changedBy": "retry-after"}
+    [row] = derive_shared.summary_rows(shared([{**api, "adaptive": paused}]))
+    assert row["adaptive"] == "665 of 2,000/s (retry-after), paused 0.8 s"
