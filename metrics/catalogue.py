@@ -84,12 +84,14 @@ LABELS: dict[str, str] = {
     "user": "a KIP-599 mutation quota user, as the participants report it (bounded by the configured quotas)",
     "client_id": "a KIP-599 mutation quota client id, as the participants report it (bounded by the configured "
                  "quotas)",
+    "outcome": "how a send to the sink behind an adaptive limit ended: ok, throttled or error",
 }
 
 _BUCKET = ("level", "kind", "name", "dimension")
 _LIMITER = ("level", "kind", "name")
 _QUEUE = ("level", "name")
 _RG = ("resource_group", "monitoring_class", "dimension")
+_ADAPTIVE = ("level", "name")
 _MUTATION = ("user", "client_id")
 _SUM_GAUGE = "summed over live participants"
 
@@ -167,6 +169,21 @@ CATALOGUE: tuple[Metric, ...] = (
        "Report.dispatch_throttled",
        "Dispatch reads sent into backoff, by the level that throttled them (reason), summed over participants, "
        "departed ones included."),
+    # ---------------------------------------------------------------- adaptive limits (limiter.adaptive)
+    _m("adaptive limits", "throttlescope_adaptive_rate", "gauge", "msgs per second", _ADAPTIVE, "control plane",
+       "GrantBook.shares adaptive.ratePerSecond",
+       "The rate an adaptive limit learnt from the sink's answers, under its ceiling (0 while the sink asked for "
+       "a pause): what the control plane grants."),
+    _m("adaptive limits", "throttlescope_adaptive_ceiling", "gauge", "msgs per second", _ADAPTIVE, "control plane",
+       "GrantBook.shares adaptive.ceilingPerSecond",
+       "An adaptive limit's configured messages rate: the highest its learnt rate goes."),
+    _m("adaptive limits", "throttlescope_adaptive_paused_seconds", "gauge", "seconds", _ADAPTIVE, "control plane",
+       "GrantBook.shares adaptive.pausedForSeconds",
+       "What is left of a pause the sink asked for (its Retry-After), for every sender of the limit."),
+    _m("adaptive limits", "throttlescope_adaptive_outcomes", "counter", "sends", (*_ADAPTIVE, "outcome"),
+       "control plane", "GrantAsk.outcomes, summed by the grant book",
+       "Sends whose outcome the participants reported for an adaptive limit: ok (the sink took it), throttled "
+       "(refused as too many: 429, 503), error (failed otherwise). Since the control plane started."),
     # ---------------------------------------------------------------- offload (PIP-211, the seed's names)
     _m("offload", "brk_ledgeroffloader_ledger_offload_limited", "counter", "reads", (), "sum",
        "Report.offload.limited_total",

@@ -216,6 +216,7 @@ class ThrottlescopeCollector:
                 values.add("throttlescope_mutation_rate", labels, m.rate)
                 values.add("throttlescope_mutation_throttle_time_seconds", labels, m.throttle_time_s)
         self._resource_groups(values, live, policies)
+        self._adaptive(values, policies)
         self._participants(values, reports, policies)
         for m in CATALOGUE:
             yield self._histogram() if m.type == "histogram" else values.family(m.name)
@@ -287,6 +288,20 @@ class ThrottlescopeCollector:
                         allocation = allocations(configured, strategy, users, dimension, book.get(key))
                         values.add("throttlescope_resource_group_calculated_quota", labels,
                                    math.fsum(allocation.values()))
+
+    def _adaptive(self, values: _Values, policies: PolicySet) -> None:
+        for key, entry in shares(self._grants, {}, policies).items():
+            learnt = entry.get("adaptive")
+            if not learnt:
+                continue
+            level, _, name = parse_limit_key(key)
+            labels = (level, self._name(level, name))
+            values.add("throttlescope_adaptive_rate", labels,
+                       0.0 if learnt["pausedForSeconds"] > 0 else learnt["ratePerSecond"])
+            values.add("throttlescope_adaptive_ceiling", labels, learnt["ceilingPerSecond"])
+            values.add("throttlescope_adaptive_paused_seconds", labels, learnt["pausedForSeconds"])
+            for outcome, field in (("ok", "ok"), ("throttled", "throttled"), ("error", "errors")):
+                values.add("throttlescope_adaptive_outcomes", (*labels, outcome), learnt[field])
 
     def _participants(self, values: _Values, reports: list[Report], policies: PolicySet) -> None:
         applied = [r.applied_policy_version for r in reports]

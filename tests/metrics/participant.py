@@ -47,6 +47,7 @@ from protocol import (
 )
 
 RG = "rg-gold"
+ADAPTIVE_TOPIC = "acme/api/sink"   # the metrics test makes its publishRate adaptive
 RG_KEY = limit_key("resource_group", "publish", RG)
 TOPICS = {  # topic -> greedy producers; the level that binds each follows from the limits in Publish
     "acme/web/clicks": 4,   # topic: 20/s
@@ -258,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
             policies, applied = answer.policies, answer.policies.version
         if publish is not None:
             publish.apply(args.id, answer, policies)
+        if "adaptive" in roles:   # grants of an adaptive limit, with what its sink answered (every 5th: a 429)
+            said = {"ok": 10, "throttled": 1 if seq % 5 == 0 else 0}
+            with contextlib.suppress(httpx.TransportError):
+                client.post("/v1/grant", json={"participant_id": args.id, "asks": [
+                    {"level": "topic", "name": ADAPTIVE_TOPIC, "direction": "publish", "wants_msgs": 10,
+                     "rate_msgs_per_s": 20, "outcomes": said}]})
     with contextlib.suppress(httpx.TransportError):
         client.post("/v1/goodbye", json={"participant_id": args.id})
     return 0

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from controlplane.grants import GrantBook
 from limiter import ManualClock
 from metrics.catalogue import BY_NAME, CATALOGUE, PREFIX
-from protocol import GrantAsk, PolicySet, ResourceGroup, limit_key
+from protocol import GrantAsk, Outcomes, PolicySet, ResourceGroup, limit_key
 
 from .conftest import Env, bucket, counters, report
 
@@ -249,9 +249,20 @@ def test_report_latency_histogram(make_env) -> None:
     assert env.value("throttlescope_report_latency_seconds_sum") == pytest.approx(0.203)
 
 
+ADAPTIVE = {"publishRate": {"publishThrottlingRateInMsg": 200, "adaptive": True, "adaptiveFloorInMsg": 20}}
+
+
+def adaptive_ask(**outcomes: float) -> list[GrantAsk]:
+    return [GrantAsk(level="topic", name="acme/api/sink", direction="publish", wants_msgs=10, rate_msgs_per_s=100,
+                     outcomes=Outcomes(**outcomes))]
+
+
 def test_every_family_is_the_catalogue_entry_with_bounded_labels(make_env) -> None:
-    policies = PolicySet(version=1, resourceGroups={"rg": ResourceGroup(publishRateInMsgs=10)})
-    env: Env = make_env(policies=policies)
+    policies = PolicySet.model_validate({"version": 1, "resourceGroups": {"rg": {"publishRateInMsgs": 10}},
+                                         "topics": {"acme/api/sink": ADAPTIVE}})
+    book = GrantBook(1.0, None, clock=ManualClock().now_s)
+    book.answer("a", adaptive_ask(ok=10), policies)
+    env: Env = make_env(policies=policies, grants=book)
     env.send(report(env, "a", 1, buckets=[bucket()], counters=[counters()], dispatch_throttled={"broker": 1},
                     queues=[{"level": "topic", "name": "t/n/x", "length": 0}],
                     usage=[{"level": "resource_group", "name": "rg", "direction": "publish"}],
@@ -269,3 +280,24 @@ def test_every_family_is_the_catalogue_entry_with_bounded_labels(make_env) -> No
             assert set(sample.labels) - {"le"} == set(spec.labels)
             assert not {"pid", "participant", "participant_id", "task", "host"} & set(sample.labels)
         assert spec.name.startswith((PREFIX, "brk_ledgeroffloader_"))
+
+
+def test_an_adaptive_limit_exports_its_learnt_rate_ceiling_pause_and_the_sinks_answers(make_env) -> None:
+    policies = PolicySet.model_validate({"version": 1, "topics": {"acme/api/sink": ADAPTIVE}})
+    clock = ManualClock()
+    book = GrantBook(1.0, None, clock=clock.now_s)
+    env: Env = make_env(policies=policies, grants=book)
+    labels = {"level": "topic", "name": "acme/api/sink"}
+    assert env.value("throttlescope_adaptive_rate", **labels) is None          # nobody asked yet
+    book.answer("a", adaptive_ask(ok=100), policies)
+    assert (env.value("throttlescope_adaptive_rate", **labels), env.value("throttlescope_adaptive_ceiling", **labels)) \
+        == (200, 200)
+    clock.advance(1.0)
+    book.answer("a", adaptive_ask(ok=50, throttled=5, errors=1), policies)      # the sink refused: a cut
+    assert env.value("throttlescope_adaptive_rate", **labels) == pytest.approx(142.5)   # 0.95 x the 150 taken
+    assert env.value("throttlescope_adaptive_outcomes_total", **labels, outcome="ok") == 150
+    assert env.value("throttlescope_adaptive_outcomes_total", **labels, outcome="throttled") == 5
+    assert env.value("throttlescope_adaptive_outcomes_total", **labels, outcome="error") == 1
+    book.answer("b", adaptive_ask(throttled=1, retry_after_s=2.0), policies)    # a Retry-After: everyone pauses
+    assert env.value("throttlescope_adaptive_paused_seconds", **labels) == pytest.approx(2.0)
+    assert env.value("throttlescope_adaptive_rate", **labels) == 0

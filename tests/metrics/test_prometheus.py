@@ -71,7 +71,9 @@ def test_every_dashboard_and_rule_query_returns_data(start_cp, prometheus_bin: s
     assert admin.put("/admin/v2/resourcegroups/rg-gold",
                      json={"publishRateInMsgs": 80, "publishRateInBytes": 1_000_000}).status_code == 201
     assert admin.post("/admin/v2/namespaces/acme/shop/resourcegroup/rg-gold").status_code == 204
-    roles = {"pa": "publish,dispatch,offload,mutation,stuck", "pb": "publish", "pc": "publish"}
+    assert admin.post("/admin/v2/persistent/acme/api/sink/publishRate",   # (participant pb reports its sink's answers)
+                      json={"publishThrottlingRateInMsg": 200, "adaptive": True}).status_code == 204
+    roles = {"pa": "publish,dispatch,offload,mutation,stuck", "pb": "publish,adaptive", "pc": "publish"}
     procs = {pid: start_participant(cp.url, pid, r, tmp_path / f"{pid}.log") for pid, r in roles.items()}
     prom_port, prom_log = free_port(), tmp_path / "prometheus.log"
     prom: subprocess.Popen[bytes] | None = None
