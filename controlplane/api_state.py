@@ -10,6 +10,7 @@ from controlplane.config import package_version
 from controlplane.context import Context, get_ctx
 from controlplane.state import HISTORY_S, LEVEL_ORDER
 from protocol.state import (
+    AdaptiveTraceState,
     BucketsState,
     HistoryState,
     ParticipantsState,
@@ -73,3 +74,13 @@ def history(ctx: Ctx,
                         "what was admitted and granted in all, and the utilisation (admitted / limit).")
 def shared(ctx: Ctx) -> SharedState:
     return views.shared(ctx.live, ctx.policies(), ctx.grants.shares, ctx.grants.learning)
+
+
+@router.get("/v1/state/adaptive", response_model=AdaptiveTraceState,
+            summary="Per adaptive limit, the rate it learnt over the last 15 minutes (in memory)",
+            description="One point a second while participants ask for its grants: the rate learnt from the sink's "
+                        "answers (0 while the sink asked for a pause), the configured ceiling, and the sends the sink "
+                        "took and refused per second (as the participants reported them with their asks).")
+def adaptive(ctx: Ctx) -> AdaptiveTraceState:
+    return AdaptiveTraceState(limits=[{"key": key, "points": points}
+                                      for key, points in ctx.grants.adaptive_trace().items()])

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from limiter.adaptive import AdaptiveRate, Outcome
+from controlplane.adaptive import AdaptiveLimit
 from limiter.grants import DEFAULT_BURST_S, GrantWindow
 from limiter.policy import Level, Rate
 from protocol import Grant, GrantAsk, Limit, PolicySet, PolicyView, limit_key, parse_limit_key
@@ -58,7 +58,6 @@ CHUNK_S = 0.25
 RETRY_MIN_S = 0.02
 MAX_ASKS_PER_S = 100.0
 ADAPTIVE_BURST_S = 0.1     # an adaptive limit's holders hold this much of their fair rate
-MIN_ADAPTIVE_PER_S = 1e-3   # an adaptive limit's capacity never reaches 0 (which reads as "not limited")
 MARKER = "grants.alive"
 MARKER_STALE_S = 24 * 3600.0   # a marker older than this: no participant of then is assumed to be still sending
 
@@ -78,31 +77,18 @@ class _Limit:
         self.msgs = GrantWindow(window_s, burst_s, catch_up=not smooth)
         self.bytes = GrantWindow(window_s, burst_s, catch_up=not smooth)
         self.smooth = smooth
-        self.adaptive: AdaptiveRate | None = None   # an adaptive limit's rate (its messages dimension)
+        self.adaptive: AdaptiveLimit | None = None   # an adaptive limit's rate (its messages dimension)
 
     def adapt(self, limit: Limit, rate: Rate, ask: GrantAsk, now: float) -> tuple[float, float]:
-        """An adaptive limit's (messages capacity per period, seconds the sink asked to pause), after learning
-        from ``ask``'s outcomes; the configured capacity and no pause for any other."""
+        """(messages capacity per period, seconds the sink asked to pause): an adaptive limit's after learning
+        from ``ask``'s outcomes (``controlplane.adaptive``); the configured capacity and no pause for any other."""
         floor_per_s = limit.adaptive_floor_per_s
         if floor_per_s is None or not rate.msgs_limited:
             self.adaptive = None
             return (rate.msgs if rate.msgs_limited else -1.0), 0.0
-        ceiling_per_s = rate.msgs / rate.period_s
-        adaptive = self.adaptive
-        if adaptive is None:
-            adaptive = self.adaptive = AdaptiveRate(ceiling_per_s, floor_per_s, now_s=now)
-        elif (adaptive.ceiling_per_s, adaptive.floor_per_s) != (ceiling_per_s, floor_per_s):
-            adaptive.set_ceiling(ceiling_per_s, floor_per_s)   # the operator's change wins at once
-        said = ask.outcomes
-        if said is not None:
-            for outcome, n in ((Outcome.OK, said.ok), (Outcome.ERROR, said.errors)):
-                if n > 0:
-                    adaptive.observe(outcome, n, now)
-            if said.throttled > 0:
-                adaptive.observe(Outcome.THROTTLED, said.throttled, now, retry_after_s=said.retry_after_s)
-        # (never 0: a capacity of 0 reads as "not limited")
-        per_s = max(adaptive.rate_per_s(now), adaptive.floor_per_s, MIN_ADAPTIVE_PER_S)
-        return min(rate.msgs, per_s * rate.period_s), adaptive.paused_for_s(now)
+        if self.adaptive is None:
+            self.adaptive = AdaptiveLimit(rate.msgs / rate.period_s, floor_per_s, now)
+        return self.adaptive.learn(rate, floor_per_s, ask, now)
 
 
 class GrantBook:
@@ -113,7 +99,7 @@ class GrantBook:
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  learning_s: float | None = None):
         self.interval_s = interval_s
-        self._clock = clock
+        self._clock, self._wall = clock, wall
         self._lock = threading.Lock()
         self._limits: dict[str, _Limit] = {}
         self._view: PolicyView | None = None
@@ -184,6 +170,13 @@ class GrantBook:
         with contextlib.suppress(OSError):   # a read-only data directory costs the learning mode, nothing else
             self._marker.touch()
 
+    def adaptive_trace(self) -> dict[str, list[dict[str, float]]]:
+        """Per adaptive limit, its trace (``controlplane.adaptive``: a point a second while anyone asks)."""
+        now, wall = self._clock(), self._wall()
+        with self._lock:
+            return {key: w.adaptive.trace(now, wall) for key, w in sorted(self._limits.items())
+                    if w.adaptive is not None}
+
     def goodbye(self, participant_id: str) -> None:
         """``participant_id`` left for good (its process ends): no longer counted by any limit's safe split."""
         with self._lock:
@@ -224,13 +217,13 @@ class GrantBook:
                                          "holders": {}}
                 adaptive = None if windows is None or limit is None or limit.adaptive_floor_per_s is None \
                     else windows.adaptive
-                entry["adaptive"] = None if adaptive is None else _adaptive_view(adaptive, now)
+                entry["adaptive"] = None if adaptive is None else adaptive.view(now)
                 dims = (("msgs", rate is not None and rate.msgs_limited, None if rate is None else rate.msgs),
                         ("bytes", rate is not None and rate.bytes_limited, None if rate is None else rate.bytes))
                 for dim, limited, per_period in dims:
                     per_s = per_period / rate.period_s if limited and rate is not None else None
                     if dim == "msgs" and per_s is not None and adaptive is not None:   # what it holds now
-                        per_s = min(per_s, max(adaptive.rate_per_s(now), adaptive.floor_per_s, MIN_ADAPTIVE_PER_S))
+                        per_s = min(per_s, adaptive.per_s(now))
                     window = None if windows is None else getattr(windows, dim)
                     entry[dim] = {"limitPerSecond": per_s,
                                   "granted": None if per_s is None or window is None else window.granted(now)}
@@ -244,13 +237,6 @@ class GrantBook:
                                         "fairPerSecond": window.fair_rate(pid, per_s, now) if asked else 0.0}
                 out[key] = entry
         return out
-
-
-def _adaptive_view(adaptive: AdaptiveRate, now: float) -> dict[str, Any]:
-    snap = adaptive.snapshot(now)
-    return {"ratePerSecond": snap.rate_per_s, "ceilingPerSecond": snap.ceiling_per_s,
-            "floorPerSecond": snap.floor_per_s, "pausedForSeconds": snap.paused_for_s, "changedBy": snap.changed_by,
-            "ok": snap.ok, "throttled": snap.throttled, "errors": snap.errors}
 
 
 def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask: GrantAsk, dim: str, now: float,

@@ -45,7 +45,7 @@ from metrics.catalogue import BY_NAME
 from protocol import state as answers
 
 __all__ = ["Conn", "Unavailable", "Outcome", "History", "health", "participants", "buckets", "queues",
-           "resource_groups", "shared", "policies", "audit", "broker_values", "history", "current", "send",
+           "resource_groups", "shared", "adaptive", "policies", "audit", "broker_values", "history", "current", "send",
            "clear_cache", "whoami", "refusal", "TTL_S", "PROMETHEUS_QUERIES", "STATE_MODELS", "rate_path",
            "resource_group_path", "attachment_path", "broker_setting_path", "mutation_quota_path"]
 
@@ -82,6 +82,7 @@ STATE_MODELS: dict[str, type[BaseModel]] = {
     "/v1/state/participants": answers.ParticipantsState, "/v1/state/buckets": answers.BucketsState,
     "/v1/state/queues": answers.QueuesState, "/v1/state/resourcegroups": answers.ResourceGroupsState,
     "/v1/state/history": answers.HistoryState, "/v1/state/shared": answers.SharedState,
+    "/v1/state/adaptive": answers.AdaptiveTraceState,
 }
 
 
@@ -219,6 +220,8 @@ resource_groups = _state_reader(answers.ResourceGroupsState, "Per resource group
                                 "per-participant usage, demand and allocation.")
 shared = _state_reader(answers.SharedState, "Per shared limit: the limit, each participant's demand, usage and share "
                        "(fair rate, tokens granted in the last window), and the utilisation.")
+adaptive = _state_reader(answers.AdaptiveTraceState, "Per adaptive limit, the rate it learnt over the last "
+                         "minutes, its ceiling and the sink's answers (a point a second).")
 policies = _reader("/v1/policies",
                    "The whole policy document: what every limit is set to right now, and its version.")
 broker_values = _reader("/admin/v2/brokers/configuration/runtime",

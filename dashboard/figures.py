@@ -22,11 +22,11 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from protocol.state import HistoryPoint, HistorySeries
+from protocol.state import AdaptivePoint, HistoryPoint, HistorySeries
 
 __all__ = ["DEBT_COLOR", "tokens_figure", "rate_vs_limit_figure", "throttled_figure", "throttle_time_figure",
            "admitted_vs_limit_figure", "top_throttled_figure", "queue_figure", "shares_figure",
-           "resource_group_figure", "shared_limit_figure", "offload_figure", "mutation_figure"]
+           "resource_group_figure", "shared_limit_figure", "offload_figure", "mutation_figure", "adaptive_figure"]
 
 DEBT_COLOR = "rgba(214, 39, 40, 0.45)"
 Points = Sequence[HistoryPoint]
@@ -55,7 +55,7 @@ def _empty(fig: go.Figure, text: str = "no data yet") -> go.Figure:
     return fig
 
 
-def _times(points: Sequence[HistoryPoint]) -> list[datetime]:
+def _times(points: Sequence[HistoryPoint] | Sequence[AdaptivePoint]) -> list[datetime]:
     return [datetime.fromtimestamp(p.t) for p in points]
 
 
@@ -257,3 +257,23 @@ def mutation_figure(rows: Sequence[dict[str, Any]], title: str = "mutation quota
     _layout(fig, title, uirevision, height=320, showlegend=False)
     fig.update_layout(margin={"t": 70})
     return fig
+
+
+def adaptive_figure(points: Sequence[AdaptivePoint], title: str = "adaptive limit",
+                    uirevision: str = "adaptive") -> go.Figure:
+    """An adaptive limit over time: the rate it learnt beside its ceiling (dashed), and the sink's answers --
+    sends taken and refused per second -- on the same axis (a refusal is what cuts the rate)."""
+    fig = go.Figure()
+    pts = list(points)
+    if not pts:
+        return _layout(_empty(fig, "nobody asked for its grants yet"), title, uirevision)
+    x = _times(pts)
+    fig.add_trace(go.Scatter(x=x, y=[p.ratePerSecond for p in pts], name="learnt rate", mode="lines",
+                             line={"color": BLUE, "width": 2, "shape": "hv"}))
+    fig.add_trace(go.Scatter(x=x, y=[p.ceilingPerSecond for p in pts], name="ceiling (configured)", mode="lines",
+                             line={"color": RED, "dash": "dash", "width": 1.5, "shape": "hv"}))
+    fig.add_trace(go.Scatter(x=x, y=[p.okPerSecond for p in pts], name="taken by the sink /s", mode="lines",
+                             line={"color": GREEN, "width": 1}))
+    fig.add_trace(go.Bar(x=x, y=[p.throttledPerSecond for p in pts], name="refused by the sink /s",
+                         marker_color=ORANGE))
+    return _layout(_time_axis(fig), title, uirevision, height=280, yaxis_title="msgs/s", yaxis_rangemode="tozero")

@@ -21,7 +21,7 @@ __all__ = [
     "BucketTotal", "BucketsState", "QueueRow", "QueuesState", "GroupUser", "GroupDirection", "ResourceGroupView",
     "ResourceGroupsState", "HistoryPoint", "HistorySeries", "HistoryState", "SharedParticipant", "AdaptiveState",
     "SharedLimit",
-    "SharedState",
+    "SharedState", "AdaptivePoint", "AdaptiveTrace", "AdaptiveTraceState",
 ]
 
 UNLIMITED = "unlimited"
@@ -219,6 +219,23 @@ class SharedLimit(LenientModel):
     participants: list[SharedParticipant]
     adaptive: AdaptiveState | None = Field(None, description="The adaptive rate of an adaptive limit (its "
                                                              "limitMsgsPerSecond is that rate); null: not adaptive")
+
+
+class AdaptivePoint(LenientModel):
+    t: float = Field(description="Unix time")
+    ratePerSecond: float = Field(description="The rate learnt (0 while the sink asked for a pause)")
+    ceilingPerSecond: float = Field(description="The configured limit then")
+    okPerSecond: float = Field(description="Sends the sink took, per second since the point before")
+    throttledPerSecond: float = Field(description="Sends the sink refused as too many, per second since then")
+
+
+class AdaptiveTrace(LenientModel):
+    key: str = Field(description="limit_key(level, direction, name)")
+    points: list[AdaptivePoint]
+
+
+class AdaptiveTraceState(LenientModel):
+    limits: list[AdaptiveTrace]
 
 
 class SharedState(LenientModel):

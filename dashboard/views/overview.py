@@ -14,6 +14,7 @@ import time
 import streamlit as st
 
 from dashboard import data, derive, derive_participants, derive_shared, figures, ui
+from protocol import parse_limit_key
 from protocol.state import SharedState
 
 __all__ = ["main"]
@@ -72,7 +73,22 @@ def _live() -> None:
     shared = ui.need(data.shared(conn))
     if shared is not None:
         _shared(shared)
+        if any(limit.adaptive is not None for limit in shared.limits):
+            _adaptive(conn)
     ui.stamp()
+
+
+def _adaptive(conn: data.Conn) -> None:
+    traces = ui.need(data.adaptive(conn))
+    if traces is None:
+        return
+    st.subheader("Adaptive limits")
+    st.caption("The rate each adaptive limit learnt from its sink's answers, under the configured ceiling: a "
+               "refusal (429, 503) cuts it, clean seconds probe it back up, a Retry-After pauses every sender.")
+    for trace in traces.limits:
+        level, _, name = parse_limit_key(trace.key)
+        ui.plot(figures.adaptive_figure(trace.points, title=f"{derive.label(level, name)}: learnt rate",
+                                        uirevision=f"adaptive.{trace.key}"), f"overview.adaptive.{trace.key}")
 
 
 def _shared(doc: SharedState) -> None:

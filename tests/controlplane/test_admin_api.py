@@ -139,6 +139,8 @@ def test_an_adaptive_publish_rate_is_kept_and_one_that_cannot_hold_is_refused(ad
     body = {"publishThrottlingRateInMsg": 2000, "adaptive": True, "adaptiveFloorInMsg": 50}
     assert admin.post(url, json=body).status_code == 204
     assert admin.get(url).json().items() >= body.items()
+    entry = admin.get(f"{V2}/audit", params={"limit": 1}).json()["entries"][0]      # the switch, audited
+    assert entry["endpoint"].endswith(path) and entry["newValue"]["adaptive"] is True
     assert admin.delete(url).status_code == 204
 
 

@@ -240,3 +240,21 @@ def test_the_operators_change_wins_over_what_an_adaptive_limit_learnt() -> None:
         "publishThrottlingRateInMsg": 2000}}}})
     book.answer("a", topic_ask(1), plain)                                             # adaptive switched off
     assert book.shares({}, plain)["topic:publish:t/ns/x"]["adaptive"] is None
+
+
+def test_an_adaptive_limit_keeps_a_trace_a_point_a_second_for_the_dashboard() -> None:
+    clock = ManualClock()
+    book, ps = GrantBook(0.25, clock=clock.now_s, wall=lambda: 1_000_000.0 + clock.now_s()), adaptive_policies(1000)
+    for _second in range(3):
+        for _ in range(4):   # four asks a second: one point a second
+            book.answer("a", topic_ask(10, ok=100), ps)
+            clock.advance(0.25)
+    book.answer("a", topic_ask(10, ok=100, throttled=50), ps)                          # the sink refused
+    [(key, points)] = book.adaptive_trace().items()
+    assert key == "topic:publish:t/ns/x" and len(points) == 4
+    assert [p["t"] - points[0]["t"] for p in points] == pytest.approx([0, 1, 2, 3])
+    assert points[1]["okPerSecond"] == pytest.approx(400) and points[1]["ceilingPerSecond"] == 1000
+    assert points[-1]["throttledPerSecond"] == pytest.approx(50) and points[-1]["ratePerSecond"] < 1000
+    plain = GrantBook(0.25, clock=clock.now_s)
+    plain.answer("a", ask(10), POLICIES)
+    assert plain.adaptive_trace() == {}                                                   # none adapts

@@ -109,3 +109,18 @@ def test_offload_and_mutation_figures() -> None:
 def test_every_figure_says_so_when_there_is_no_data(build) -> None:  # type: ignore[no-untyped-def]
     fig = build()
     assert isinstance(fig, go.Figure) and not fig.data and fig.layout.annotations
+
+
+def test_an_adaptive_limit_draws_the_rate_it_learnt_beside_its_ceiling_and_the_sinks_answers() -> None:
+    from protocol.state import AdaptiveTraceState
+
+    doc = AdaptiveTraceState.model_validate({"limits": [{"key": "topic:publish:acme/web/api", "points": [
+        {"t": T0 + i, "ratePerSecond": r, "ceilingPerSecond": 2000, "okPerSecond": ok, "throttledPerSecond": no}
+        for i, (r, ok, no) in enumerate([(2000, 700, 1300), (1000, 700, 300), (665, 665, 0)])]}]})
+    fig = figures.adaptive_figure(doc.limits[0].points, title="topic acme/web/api: learnt rate")
+    assert list(trace(fig, "learnt rate").y) == [2000, 1000, 665]
+    assert list(trace(fig, "ceiling (configured)").y) == [2000] * 3
+    assert list(trace(fig, "refused by the sink /s").y) == [1300, 300, 0]
+    assert list(trace(fig, "taken by the sink /s").y) == [700, 700, 665]
+    empty = figures.adaptive_figure([])
+    assert not empty.data and "nobody asked" in empty.layout.annotations[0].text

@@ -59,7 +59,8 @@ def test_overview_shows_health_participants_freshness_and_the_most_throttled(das
     top = frame(at, "throttle s/s")
     # which of the throttled limiters made the window depends on timing; the topic is throttled throughout
     assert "topic acme/web/clicks" in set(top["target"]) and len(top) >= 2
-    assert (top["throttled"] > 0).all()
+    # (each row was held back in the window: throttled in it, or still waiting on a throttle from just before it)
+    assert ((top["throttled"] > 0) | (top["throttle s/s"] > 0)).all()
     shared = len(cp.get("/v1/state/shared").json()["limits"])
     assert len(at.get("plotly_chart")) == 3 + min(shared, 6)      # and one per shared limit (6 at most)
     assert not at.warning   # fresh data: no staleness warning
