@@ -63,23 +63,30 @@ class OutcomeLog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sums: dict[str, list[float]] = {}   # key -> [ok, throttled, errors, longest Retry-After or -1]
+        # key -> [ok, throttled, errors, longest Retry-After or -1, slowest send taken or -1]
+        self._sums: dict[str, list[float]] = {}
 
-    def add(self, topic: str, outcome: Outcome | str, n: float = 1, retry_after_s: float | None = None) -> Outcome:
-        """``n`` sends to ``topic`` ended with ``outcome``; returns it parsed."""
+    def add(self, topic: str, outcome: Outcome | str, n: float = 1, retry_after_s: float | None = None,
+            latency_s: float | None = None) -> Outcome:
+        """``n`` sends to ``topic`` ended with ``outcome`` (``latency_s``: how long the slowest took); returns it
+        parsed."""
         outcome = parse_outcome(outcome)
         n = positive("n", n, unit="sends")
         if retry_after_s is not None:
             if outcome is not Outcome.THROTTLED:
                 raise ValueError(f"retry_after_s goes with a throttled outcome, not {outcome.value!r}")
             retry_after_s = at_least_zero("retry_after_s", retry_after_s, unit="seconds")
+        if latency_s is not None:
+            latency_s = at_least_zero("latency_s", latency_s, unit="seconds")
         slot = (Outcome.OK, Outcome.THROTTLED, Outcome.ERROR).index(outcome)
         with self._lock:
             for key in adaptive_keys(topic):
-                sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0])
+                sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0, -1.0])
                 sums[slot] += n
                 if retry_after_s is not None:
                     sums[3] = max(sums[3], retry_after_s)
+                if latency_s is not None and outcome is Outcome.OK:
+                    sums[4] = max(sums[4], latency_s)
         return outcome
 
     def urgent(self, key: str) -> bool:
@@ -95,17 +102,20 @@ class OutcomeLog:
             sums = self._sums.pop(key, None)
         if sums is None:
             return None
-        return Outcomes(ok=sums[0], throttled=sums[1], errors=sums[2], retry_after_s=sums[3] if sums[3] >= 0 else None)
+        return Outcomes(ok=sums[0], throttled=sums[1], errors=sums[2], retry_after_s=sums[3] if sums[3] >= 0 else None,
+                        slowest_s=sums[4] if sums[4] >= 0 else None)
 
     def restore(self, key: str, said: Outcomes) -> None:
         """Put back what an unanswered ask carried (added to what came since)."""
         with self._lock:
-            sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0])
+            sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0, -1.0])
             sums[0] += said.ok
             sums[1] += said.throttled
             sums[2] += said.errors
             if said.retry_after_s is not None:
                 sums[3] = max(sums[3], said.retry_after_s)
+            if said.slowest_s is not None:
+                sums[4] = max(sums[4], said.slowest_s)
 
     def forget(self, keep: set[str]) -> None:
         """Drop the sums of limits no pool of this participant holds (nobody asks for them)."""

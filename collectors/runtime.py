@@ -148,11 +148,12 @@ class Participant:
         return dispatcher
 
     def report_outcome(self, topic: str, outcome: Outcome | str, n: float = 1,
-                       retry_after_s: float | None = None) -> None:
+                       retry_after_s: float | None = None, latency_s: float | None = None) -> None:
         """``n`` sends to ``topic``'s sink ended with ``outcome`` (``collectors.outcomes``); a refusal wakes the
         grant keeper. Without a control plane nothing is adaptive: the arguments are checked, nothing is kept."""
         keeper = self.grant_keeper
-        said = (keeper.outcomes if keeper is not None else OutcomeLog()).add(topic, outcome, n, retry_after_s)
+        said = (keeper.outcomes if keeper is not None else OutcomeLog()).add(topic, outcome, n, retry_after_s,
+                                                                             latency_s)
         if said is Outcome.THROTTLED and keeper is not None:
             keeper.wake()
 

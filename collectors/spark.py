@@ -158,14 +158,16 @@ def throttle_foreach_batch(sink: Callable[[Any, int], None], topic: str, **produ
     return throttled_sink
 
 
-def report_outcome(topic: str, outcome: Any, n: float = 1, retry_after_s: float | None = None) -> None:
+def report_outcome(topic: str, outcome: Any, n: float = 1, retry_after_s: float | None = None,
+                   latency_s: float | None = None) -> None:
     """In a task: ``n`` sends to ``topic``'s sink ended with ``outcome`` -- "ok", "throttled" (HTTP 429 or 503;
-    ``retry_after_s``: its Retry-After) or "error" (a ``limiter.Outcome`` too). A topic whose publish limit (or
-    whose tenant's) is ``adaptive`` learns what the sink can take from every task's answers, and a Retry-After
-    pauses every task on it; any other ignores it."""
+    ``retry_after_s``: its Retry-After) or "error" (a ``limiter.Outcome`` too); ``latency_s``: how long it took
+    (a limit with ``adaptiveSlowMs`` takes a slower one for "too many"). A topic whose publish limit (or whose
+    tenant's) is ``adaptive`` learns what the sink can take from every task's answers, and a Retry-After pauses
+    every task on it; any other ignores it."""
     from .runtime import participant  # imported in the worker, not when Spark pickles the function
 
-    participant().report_outcome(topic, outcome, n, retry_after_s)
+    participant().report_outcome(topic, outcome, n, retry_after_s, latency_s)
 
 
 def _setting(builder: Any, key: str) -> str | None:

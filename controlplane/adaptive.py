@@ -2,7 +2,8 @@
 fed by every participant's outcomes, and a short trace of it for the dashboard.
 
 ``AdaptiveLimit.learn`` takes one grant ask's outcomes (``GrantAsk.outcomes``: what the sink answered that
-participant since its last ask) and returns the messages capacity per period the grant window grants under now --
+participant since its last ask, and the slowest send it took -- slower than the policy's ``adaptiveSlowMs``, that
+is congestion too) and returns the messages capacity per period the grant window grants under now --
 the rate learnt, never above the configured limit (the ceiling) nor below the floor -- and what is left of a pause
 the sink asked for (Retry-After), which the grant book answers to every asker. A change of the configured ceiling
 or floor (an operator's) resets the rate to the ceiling at once. ``trace`` keeps one point a second (when anyone
@@ -32,18 +33,21 @@ class AdaptiveLimit:
         # (monotonic s, rate learnt, ceiling, sends ok, sends throttled)
         self._trace: deque[tuple[float, float, float, int, int]] = deque(maxlen=TRACE_S)
 
-    def learn(self, rate: Rate, floor_per_s: float, ask: GrantAsk, now: float) -> tuple[float, float]:
+    def learn(self, rate: Rate, floor_per_s: float, slow_s: float | None, ask: GrantAsk, now: float
+              ) -> tuple[float, float]:
         """(messages capacity per period, seconds of pause left) after ``ask``'s outcomes, under ``rate``'s
-        messages limit (the ceiling) and ``floor_per_s``."""
+        messages limit (the ceiling) and ``floor_per_s``; a send taken slower than ``slow_s`` is congestion."""
         adaptive = self.rate
         ceiling_per_s = rate.msgs / rate.period_s
         if (adaptive.ceiling_per_s, adaptive.floor_per_s) != (ceiling_per_s, floor_per_s):
             adaptive.set_ceiling(ceiling_per_s, floor_per_s)   # the operator's change wins at once
+        adaptive.slow_s = slow_s
         said = ask.outcomes
         if said is not None:
-            for outcome, n in ((Outcome.OK, said.ok), (Outcome.ERROR, said.errors)):
-                if n > 0:
-                    adaptive.observe(outcome, n, now)
+            if said.ok > 0:
+                adaptive.observe(Outcome.OK, said.ok, now, latency_s=said.slowest_s)
+            if said.errors > 0:
+                adaptive.observe(Outcome.ERROR, said.errors, now)
             if said.throttled > 0:
                 adaptive.observe(Outcome.THROTTLED, said.throttled, now, retry_after_s=said.retry_after_s)
         learnt = adaptive.rate_per_s(now)

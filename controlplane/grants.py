@@ -88,7 +88,7 @@ class _Limit:
             return (rate.msgs if rate.msgs_limited else -1.0), 0.0
         if self.adaptive is None:
             self.adaptive = AdaptiveLimit(rate.msgs / rate.period_s, floor_per_s, now)
-        return self.adaptive.learn(rate, floor_per_s, ask, now)
+        return self.adaptive.learn(rate, floor_per_s, limit.adaptive_slow_s, ask, now)
 
 
 class GrantBook:

@@ -102,7 +102,7 @@ class AdaptiveRate:
         if self.max_cut > self.cut:
             raise ValueError(f"max_cut ({max_cut!r}) must be <= cut ({cut!r}): it is the deepest cut of one event")
         self.margin = 0.0 if margin == 0 else _fraction("margin", margin)
-        self.slow_s = None if slow_s is None else positive("slow_s", slow_s, unit="seconds")
+        self.slow_s = slow_s
         self.max_pause_s = positive("max_pause_s", max_pause_s, unit="seconds")
         self._lock = threading.Lock()
         self.ceiling_per_s = positive("ceiling_per_s", ceiling_per_s, unit="per second")
@@ -121,6 +121,15 @@ class AdaptiveRate:
         self._last_epoch = (0.0, 0.0)   # (delivered, seconds) of the epoch before
         self._congested = False         # a congestion signal in the current epoch
         self.ok = self.throttled = self.errors = 0
+
+    @property
+    def slow_s(self) -> float | None:
+        """An OK slower than this is congestion (None: latency is no signal); settable live."""
+        return self._slow_s
+
+    @slow_s.setter
+    def slow_s(self, value: float | None) -> None:
+        self._slow_s = None if value is None else positive("slow_s", value, unit="seconds, or None")
 
     @staticmethod
     def _checked_floor(floor_per_s: float, ceiling_per_s: float) -> float:

@@ -41,6 +41,9 @@ class PublishRate(LenientModel):
     adaptiveFloorInMsg: LimitValue = Field(-1, description=(
         "throttlescope extension: the adaptive rate never goes below this many messages per period; -1 (or 0) = "
         "no floor"))
+    adaptiveSlowMs: LimitValue = Field(-1, description=(
+        "throttlescope extension: a send the sink took but slower than this many milliseconds says \"too many\" "
+        "too (a database's latency climbs before it refuses anything); -1 (or 0) = latency is no signal"))
 
     def adaptive_error(self) -> str | None:
         """What is wrong with the adaptive settings, None if nothing (the admin API refuses them with it)."""

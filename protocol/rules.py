@@ -92,14 +92,17 @@ class Limit:
     # an adaptive limit (``limiter.adaptive``, the messages dimension): the lowest messages per second it goes to;
     # None: not adaptive
     adaptive_floor_per_s: float | None = None
+    adaptive_slow_s: float | None = None   # a send the sink took slower than this is congestion too (None: no)
 
 
-def _adaptive_floor(value: Candidate, rate: Rate) -> float | None:
-    """The floor per second of an adaptive publish rate (0: none), None if it is not adaptive (or cannot be)."""
+def _adaptive(value: Candidate, rate: Rate) -> dict[str, float | None]:
+    """``Limit``'s adaptive fields for ``value``: its floor per second (0: none) and its latency bound in seconds
+    (None: none); no floor (None) when it is not adaptive, or cannot be."""
     if not isinstance(value, PublishRate) or not value.adaptive or not rate.msgs_limited:
-        return None
-    floor = value.adaptiveFloorInMsg
-    return min(floor, rate.msgs) / rate.period_s if floor > 0 else 0.0
+        return {}
+    floor, slow_ms = value.adaptiveFloorInMsg, value.adaptiveSlowMs
+    return {"adaptive_floor_per_s": min(floor, rate.msgs) / rate.period_s if floor > 0 else 0.0,
+            "adaptive_slow_s": slow_ms / 1000 if slow_ms > 0 else None}
 
 
 _NO_LIMIT = Limit(_UNLIMITED, False)
@@ -155,7 +158,7 @@ class PolicyView:
             value = getattr(tp, "publishRate" if publish else "dispatchRate", None) if tp else None
             rate = to_rate(value)
             return Limit(rate or _UNLIMITED, True, self.default_strategy, "tenant" if rate else None,
-                         None if rate is None else _adaptive_floor(value, rate))
+                         **({} if rate is None else _adaptive(value, rate)))
         if level is Level.NAMESPACE:
             return Limit(_UNLIMITED, True, self.default_strategy)
         if level is Level.TOPIC:
@@ -170,7 +173,7 @@ class PolicyView:
     def _applicable(self, policy: str, topic: str, subscription: str | None = None) -> Limit:
         rate, source, value = applicable(self.ps, policy, topic, subscription)
         return Limit(rate, True, self.default_strategy, None if source is None else source.value,
-                     _adaptive_floor(value, rate))
+                     **_adaptive(value, rate))
 
     # --- per-participant settings -------------------------------------------------------------------------
 

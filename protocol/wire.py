@@ -155,6 +155,7 @@ class Outcomes(StrictModel):
     throttled: NonNeg = Field(0, description="Sends the sink refused as too many (HTTP 429 or 503)")
     errors: NonNeg = Field(0, description="Sends that failed for another reason (no congestion)")
     retry_after_s: NonNeg | None = Field(None, description="The longest Retry-After of the throttled sends, seconds")
+    slowest_s: NonNeg | None = Field(None, description="The longest a send the sink took took, seconds (when known)")
 
 
 class GrantAsk(StrictModel):

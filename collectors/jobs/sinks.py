@@ -41,7 +41,7 @@ __all__ = ["FileSink", "HttpSink", "make_sink", "HTTP_RETRIES", "THROTTLED_BUDGE
 HTTP_RETRIES = 5
 THROTTLED_BUDGET_S = 120.0   # a chunk the endpoint keeps refusing as "too many" fails the task after this long
 THROTTLED = (429, 503)
-Report = Callable[[str, str, float, "float | None"], None]
+Report = Callable[[str, str, float, "float | None", "float | None"], None]
 
 
 class FileSink:
@@ -81,9 +81,10 @@ class HttpSink:
         self.report, self.throttled_budget_s = report, throttled_budget_s
         self._client = httpx.Client(timeout=timeout_s)
 
-    def _told(self, topic: str, outcome: str, n: int, retry_after: float | None = None) -> None:
+    def _told(self, topic: str, outcome: str, n: int, retry_after: float | None = None,
+              latency_s: float | None = None) -> None:
         if self.report is not None:
-            self.report(topic, outcome, n, retry_after)
+            self.report(topic, outcome, n, retry_after, latency_s)
 
     def deliver(self, producer: str, topic: str, chunk: pa.Table, sent_at: float, seq: int) -> None:
         key = f"{self.key_prefix}/{producer}/{seq}"
@@ -95,6 +96,7 @@ class HttpSink:
         n, attempt, throttled_until = max(1, chunk.num_rows), 0, time.monotonic() + self.throttled_budget_s
         while True:
             wait_s = None
+            sent = time.monotonic()
             try:
                 resp = self._client.post(self.url, content=body, headers=headers)
             except httpx.TransportError as e:
@@ -102,7 +104,7 @@ class HttpSink:
                 self._told(topic, "error", n)
             else:
                 if resp.status_code < 400:
-                    self._told(topic, "ok", n)
+                    self._told(topic, "ok", n, None, time.monotonic() - sent)
                     return
                 error = f"HTTP {resp.status_code}: {resp.text[:200]}"
                 if resp.status_code in THROTTLED:

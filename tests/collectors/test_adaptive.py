@@ -149,3 +149,22 @@ def test_a_bad_outcome_is_refused_and_nothing_is_kept(clock: ManualClock) -> Non
         with pytest.raises(ValueError, match=says):
             p.report_outcome(TOPIC, *bad)
     assert p.grant_keeper.outcomes.take(f"topic:publish:{TOPIC}") is None
+
+
+def test_the_outcomes_of_a_topic_go_to_its_topics_and_its_tenants_limits_with_the_slowest_send() -> None:
+    from collectors.outcomes import OutcomeLog
+
+    log = OutcomeLog()
+    log.add("acme/web/api", "ok", 10, latency_s=0.2)
+    log.add("acme/web/api", "ok", 5, latency_s=0.9)
+    log.add("acme/web/api", "throttled", 2, retry_after_s=1.5)
+    log.add("acme/web/other", "error", 1)
+    topic = log.take("topic:publish:acme/web/api")
+    assert (topic.ok, topic.throttled, topic.errors, topic.retry_after_s, topic.slowest_s) == (15, 2, 0, 1.5, 0.9)
+    tenant = log.take("tenant:publish:acme")
+    assert (tenant.ok, tenant.throttled, tenant.errors, tenant.slowest_s) == (15, 2, 1, 0.9)
+    assert log.take("topic:publish:acme/web/api") is None                  # taken once
+    log.restore("topic:publish:acme/web/api", topic)                       # an ask that was not answered
+    assert log.take("topic:publish:acme/web/api") == topic
+    with pytest.raises(ValueError, match="latency_s"):
+        log.add("acme/web/api", "ok", 1, latency_s=-1)

@@ -258,3 +258,17 @@ def test_an_adaptive_limit_keeps_a_trace_a_point_a_second_for_the_dashboard() ->
     plain = GrantBook(0.25, clock=clock.now_s)
     plain.answer("a", ask(10), POLICIES)
     assert plain.adaptive_trace() == {}                                                   # none adapts
+
+
+def test_a_send_the_sink_took_too_slowly_cuts_an_adaptive_limit_with_a_latency_bound() -> None:
+    clock = ManualClock()
+    book = GrantBook(0.25, clock=clock.now_s)
+    rate = {"publishThrottlingRateInMsg": 1000, "adaptive": True, "adaptiveSlowMs": 250}
+    ps = PolicySet.model_validate({"version": 1, "topics": {"t/ns/x": {"publishRate": rate}}})
+    assert PolicyView(ps).limit(Level.TOPIC, "publish", "t/ns/x").adaptive_slow_s == 0.25
+    book.answer("a", topic_ask(10), ps)
+    clock.advance(1.0)
+    book.answer("a", topic_ask(10, ok=800, slowest_s=0.1), ps)                        # fast enough: nothing
+    assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == 1000
+    book.answer("a", topic_ask(10, ok=100, slowest_s=0.6), ps)                        # too slow: "too many"
+    assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(855)
