@@ -65,6 +65,7 @@ SAFE_BURST_S = 0.01
 DEFAULT_CHUNK_S = 0.25  # the first ask of a limit: this many seconds of the whole limit (the answer says more)
 ASK_TIMEOUT_S = 2 * DEFAULT_CHUNK_S   # a grant ask unanswered this long: the outage rules, from when it was sent
 URGENT_WANTS = 1.0      # message tokens an ask that carries a sink's refusal wants, when the pool wants none
+URGENT_EVERY_S = 0.1    # an adaptive limit's refusals are told out of turn at most this often (each one wakes it)
 HEADROOM = 1.0          # a pool that is not waiting asks for the rate it spends (waiting: everything)
 
 
@@ -82,6 +83,7 @@ class Pool:
     deposit: Callable[[float, float], None]
     eager: bool = False                            # spent whole at each read (dispatch): keep a chunk ahead
     ceiling_msgs_per_s: float | None = None        # the most its producers can spend (their other levels' limits)
+    adaptive: bool = False                         # the limit learns its sink's capacity (limiter.adaptive)
 
 
 class Grants:
@@ -204,6 +206,7 @@ class GrantKeeper:
         self._moved: dict[str, tuple[float, float]] = {}   # key -> (admitted counter, when it last moved)
         self._pace: dict[str, tuple[float, float, float]] = {}   # key -> (counter, at, msgs/s spent: an EWMA)
         self._left: set[str] = set()    # limits it told the control plane it is done with (until it asks again)
+        self._urgent_at: dict[str, float] = {}   # key -> when a refusal was last told out of turn
         self.spends = SpendLog()
         self.outcomes = OutcomeLog()
         self._lock = threading.Lock()   # one round at a time: the keeper's thread, or a new producer's
@@ -267,11 +270,15 @@ class GrantKeeper:
                     self._left.add(pool.key)
                 continue
             self._left.discard(pool.key)
-            # a sink's refusal is told at once (the control plane cuts the rate for every sender at the first),
-            # unless the sink's pause is on: the control plane knows, and answers nothing until it ends
-            urgent = self.outcomes.urgent(pool.key) and not self.grants.paused(pool.key, now)
+            # an adaptive limit's refusal is told at once (the control plane cuts the rate for every sender at the
+            # first), unless the sink's pause is on (the control plane knows, and answers nothing until it ends);
+            # at most every URGENT_EVERY_S: a sink refusing thousands a second must not make as many asks
+            urgent = (pool.adaptive and self.outcomes.urgent(pool.key) and not self.grants.paused(pool.key, now)
+                      and now - self._urgent_at.get(pool.key, -math.inf) >= URGENT_EVERY_S)
             if not urgent and not self.grants.due(pool.key, now):
                 continue
+            if urgent:
+                self._urgent_at[pool.key] = now
             fair = self.grants.chunk(pool.key, pool.limit)
             spent_per_s = self._spent_per_s(pool.key, pool.admitted, now)
             # a pool spent whole at each read (dispatch) that is empty is hungry: its reads shrank to what it had
@@ -308,6 +315,7 @@ class GrantKeeper:
         for key in [k for k in self._moved if k not in seen]:
             del self._moved[key]
             self._pace.pop(key, None)
+            self._urgent_at.pop(key, None)
         self._left &= seen
         self.grants.forget(seen)
         self.spends.forget(seen)

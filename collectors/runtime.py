@@ -188,10 +188,11 @@ class Participant:
         for lim in self.limits.limiters():
             limit = applier.pooled(lim.level, PUBLISH, lim.name)
             if limit is not None and lim.capacity is not None:
-                level = (lim.level, lim.name)
+                level, full = (lim.level, lim.name), applier.limit(lim.level, PUBLISH, lim.name)
                 out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, len(paths.get(level, ())),
                                 lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
-                                lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ()))))
+                                lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ())),
+                                adaptive=full is not None and full.adaptive_floor_per_s is not None))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)

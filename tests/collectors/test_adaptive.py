@@ -168,3 +168,17 @@ def test_the_outcomes_of_a_topic_go_to_its_topics_and_its_tenants_limits_with_th
     assert log.take("topic:publish:acme/web/api") == topic
     with pytest.raises(ValueError, match="latency_s"):
         log.add("acme/web/api", "ok", 1, latency_s=-1)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_refusal_is_told_out_of_turn_only_for_an_adaptive_limit_and_at_most_every_tenth_second(
+        clock: ManualClock, on: bool) -> None:
+    cp, (p,), (producer,) = world(clock, adaptive(1000, on=on), n=1)
+    assert producer.try_acquire(SEND)                                   # its pool holds plenty: no ask is due
+    asked = len(cp.grant_requests)
+    for _ in range(20):                                                 # a sink refusing every 10 ms for 0.2 s
+        p.report_outcome(TOPIC, "throttled", SEND)
+        p.grant_keeper.run_once()
+        clock.advance(0.01)
+    told = len(cp.grant_requests) - asked
+    assert told == (2 if on else 0), told                                # at 0 s and 0.1 s; none for a plain one
