@@ -68,16 +68,20 @@ def learning_s_for(interval_s: float) -> float:
 
 
 class _Limit:
-    __slots__ = ("msgs", "bytes", "adaptive", "smooth")
+    __slots__ = ("msgs", "bytes", "adaptive")
 
-    def __init__(self, window_s: float, smooth: bool = False):
-        # an adaptive limit's grants come smoothly (``ADAPTIVE_BURST_S``, no catch-up after a gap): the sink
-        # behind it refuses a burst whatever the rate, and each refusal cuts the rate
-        burst_s = min(ADAPTIVE_BURST_S, window_s) if smooth else DEFAULT_BURST_S
-        self.msgs = GrantWindow(window_s, burst_s, catch_up=not smooth)
-        self.bytes = GrantWindow(window_s, burst_s, catch_up=not smooth)
-        self.smooth = smooth
+    def __init__(self, window_s: float):
+        self.msgs = GrantWindow(window_s)
+        self.bytes = GrantWindow(window_s)
         self.adaptive: AdaptiveLimit | None = None   # an adaptive limit's rate (its messages dimension)
+
+    def smooth(self, on: bool) -> None:
+        """An adaptive limit's grants come smoothly (``ADAPTIVE_BURST_S``, no catch-up after a gap): the sink
+        behind it refuses a burst whatever the rate, and each refusal cuts the rate. Set on the windows in place:
+        new windows would forget the grants of the last one, and a mode switched live would grant it twice."""
+        for window in (self.msgs, self.bytes):
+            window.burst_s = min(ADAPTIVE_BURST_S, window.window_s) if on else DEFAULT_BURST_S
+            window.catch_up = not on
 
     def adapt(self, limit: Limit, rate: Rate, ask: GrantAsk, now: float) -> tuple[float, float]:
         """(messages capacity per period, seconds the sink asked to pause): an adaptive limit's after learning
@@ -141,9 +145,9 @@ class GrantBook:
                     out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction))
                     continue
                 windows = self._limits.get(key)
-                smooth = limit.adaptive_floor_per_s is not None
-                if windows is None or windows.msgs.window_s != rate.period_s or windows.smooth != smooth:
-                    windows = self._limits[key] = _Limit(rate.period_s, smooth)
+                if windows is None or windows.msgs.window_s != rate.period_s:
+                    windows = self._limits[key] = _Limit(rate.period_s)
+                windows.smooth(limit.adaptive_floor_per_s is not None)
                 proportional = limit.strategy.value == "proportional"
                 # an ask that wants nothing at all says the participant is done with the limit for now
                 leaving = ask.wants_msgs <= 0 and ask.wants_bytes <= 0

@@ -272,3 +272,19 @@ def test_a_send_the_sink_took_too_slowly_cuts_an_adaptive_limit_with_a_latency_b
     assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == 1000
     book.answer("a", topic_ask(10, ok=100, slowest_s=0.6), ps)                        # too slow: "too many"
     assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(855)
+
+
+def test_switching_a_limit_to_adaptive_live_keeps_what_its_window_granted() -> None:
+    clock = ManualClock()
+    book = GrantBook(0.25, clock=clock.now_s)
+    plain = PolicySet.model_validate({"version": 1, "topics": {"t/ns/x": {"publishRate": {
+        "publishThrottlingRateInMsg": 1000}}}})
+    for pid in ("a", "b", "c", "d"):
+        book.answer(pid, topic_ask(250), plain)
+        clock.advance(0.01)
+    before = book.shares({}, plain)["topic:publish:t/ns/x"]["msgs"]["granted"]
+    switched = adaptive_policies(1000, version=2)
+    got = book.answer("e", topic_ask(250), switched)[0].msgs
+    after = book.shares({}, switched)["topic:publish:t/ns/x"]
+    assert after["msgs"]["granted"] == pytest.approx(before + got)       # the window's grants still count
+    assert after["adaptive"] is not None and got == pytest.approx(20)   # smooth now: 0.1 s of a fair 200 (5 ask)
