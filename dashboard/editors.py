@@ -143,7 +143,7 @@ def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, 
                                                  value=int(cur.get("ratePeriodInSecond", 1)), step=1,
                                                  key=f"{key}.p", help=PERIOD_HELP)}
     if policy == "publishRate":   # kept as they are (switched by the admin API): a body without them turns them off
-        out.update({k: cur[k] for k in ("adaptive", "adaptiveFloorInMsg") if k in cur})
+        out.update({k: cur[k] for k in ("adaptive", "adaptiveFloorInMsg", "adaptiveSlowMs") if k in cur})
     _now(cur, {m: "messages per period", b: "bytes per period"})
     return out
 
