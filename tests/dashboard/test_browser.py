@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect, sync_playwright
 
 from dashboard import app
@@ -207,6 +208,22 @@ def _sign_in(context, dash: Dashboard, token: str, who: str):  # type: ignore[no
     return page
 
 
+def _pick(page, combobox, option: str) -> None:  # type: ignore[no-untyped-def]
+    """Open ``combobox`` and pick ``option``; again if a live refresh redrew the page under the click (the
+    list then closes before the option is there)."""
+    for _ in range(5):
+        combobox.scroll_into_view_if_needed()
+        combobox.click()
+        choice = page.get_by_role("option", name=option)
+        try:
+            choice.wait_for(timeout=2000)
+        except PlaywrightTimeout:
+            continue
+        choice.click()
+        return
+    raise AssertionError(f"the option {option!r} never showed")
+
+
 def _read_only(panel, reason: str) -> None:  # type: ignore[no-untyped-def]
     panel.get_by_text(re.compile("Read-only for you: .*" + re.escape(reason))).wait_for(timeout=10000)
     expect(panel.get_by_role("button", name="Review change")).to_be_disabled()
@@ -238,8 +255,7 @@ def test_a_tenant_admin_changes_its_namespace_and_finds_other_tenants_read_only(
                          for p in admin.get("/v1/state/participants").json()["participants"]), 20,
              "the participants to apply the tenant admin's change")
     # globex: visible, read-only, with the control plane's reason
-    panel.get_by_role("combobox", name="Namespace", exact=True).click()
-    page.get_by_role("option", name="globex/web").click()
+    _pick(page, panel.get_by_role("combobox", name="Namespace", exact=True), "globex/web")
     _read_only(panel, "it is not named in the adminRoles of tenant 'globex'")
     for tab, reason in (("Resource groups", "resource groups are super-user only"),
                         ("Broker and offload", "broker settings are super-user only"),
