@@ -17,22 +17,11 @@ import math
 import threading
 import time
 
-from limiter.adaptive import Outcome
-from limiter.checks import at_least_zero, positive
+from limiter.adaptive import Outcome, checked_outcome
 from limiter.levels import split_topic
 from protocol import Outcomes, limit_key
 
-__all__ = ["OutcomeLog", "parse_outcome", "retry_after_s"]
-
-
-def parse_outcome(outcome: Outcome | str) -> Outcome:
-    """``outcome`` as an ``Outcome`` ("ok", "throttled" or "error" are accepted too)."""
-    if isinstance(outcome, Outcome):
-        return outcome
-    try:
-        return Outcome(outcome)
-    except ValueError:
-        raise ValueError(f"outcome must be one of {[o.value for o in Outcome]}, got {outcome!r}") from None
+__all__ = ["OutcomeLog", "retry_after_s"]
 
 
 def retry_after_s(value: str | None, now_s: float | None = None) -> float | None:
@@ -70,14 +59,7 @@ class OutcomeLog:
             latency_s: float | None = None) -> Outcome:
         """``n`` sends to ``topic`` ended with ``outcome`` (``latency_s``: how long the slowest took); returns it
         parsed."""
-        outcome = parse_outcome(outcome)
-        n = positive("n", n, unit="sends")
-        if retry_after_s is not None:
-            if outcome is not Outcome.THROTTLED:
-                raise ValueError(f"retry_after_s goes with a throttled outcome, not {outcome.value!r}")
-            retry_after_s = at_least_zero("retry_after_s", retry_after_s, unit="seconds")
-        if latency_s is not None:
-            latency_s = at_least_zero("latency_s", latency_s, unit="seconds")
+        outcome, n, retry_after_s, latency_s = checked_outcome(outcome, n, retry_after_s, latency_s)
         slot = (Outcome.OK, Outcome.THROTTLED, Outcome.ERROR).index(outcome)
         with self._lock:
             for key in adaptive_keys(topic):

@@ -44,7 +44,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from limiter.adaptive import Outcome
+from limiter.adaptive import Outcome, checked_outcome
 from limiter.clock import Clock, ManualClock, SystemClock, ThreadScheduler
 from limiter.dispatch import Dispatcher
 from limiter.levels import PublishLimits
@@ -59,7 +59,6 @@ from .config import RuntimeConfig
 from .dispatching import DispatchLimits
 from .grants import ASK_TIMEOUT_S, GrantKeeper, Pool
 from .identity import Identity, detect_identity
-from .outcomes import OutcomeLog
 
 if TYPE_CHECKING:
     from .client import ParticipantClient
@@ -152,9 +151,9 @@ class Participant:
         """``n`` sends to ``topic``'s sink ended with ``outcome`` (``collectors.outcomes``); a refusal wakes the
         grant keeper. Without a control plane nothing is adaptive: the arguments are checked, nothing is kept."""
         keeper = self.grant_keeper
-        said = (keeper.outcomes if keeper is not None else OutcomeLog()).add(topic, outcome, n, retry_after_s,
-                                                                             latency_s)
-        if said is Outcome.THROTTLED and keeper is not None:
+        if keeper is None:
+            checked_outcome(outcome, n, retry_after_s, latency_s)
+        elif keeper.outcomes.add(topic, outcome, n, retry_after_s, latency_s) is Outcome.THROTTLED:
             keeper.wake()
 
     def _first_of(self, topic: str) -> None:

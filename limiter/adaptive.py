@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 from .checks import at_least_zero, finite, positive
 
-__all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome"]
+__all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome", "checked_outcome"]
 
 USED = 0.7   # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
 
@@ -82,6 +82,28 @@ class AdaptiveSnapshot:
     ok: int                # outcomes observed since the start
     throttled: int
     errors: int
+
+
+def checked_outcome(outcome: Outcome | str, n: float, retry_after_s: float | None = None,
+                    latency_s: float | None = None, *, by_value: bool = True
+                    ) -> tuple[Outcome, float, float | None, float | None]:
+    """(outcome, n, retry_after_s, latency_s) of one report of sends, checked: ``outcome`` an ``Outcome`` (or, with
+    ``by_value``, its value: "ok", "throttled", "error"), ``n`` > 0, a Retry-After (>= 0) only with a throttled
+    outcome, a latency >= 0. Clear errors otherwise; the one check of ``AdaptiveRate.observe`` and of the
+    participants' sums."""
+    if not isinstance(outcome, Outcome):
+        found = next((o for o in Outcome if by_value and o.value == outcome), None)
+        if found is None:
+            raise ValueError(f"outcome must be one of {[o.value for o in Outcome]}, got {outcome!r}")
+        outcome = found
+    n = positive("n", n, unit="sends")
+    if retry_after_s is not None:
+        if outcome is not Outcome.THROTTLED:
+            raise ValueError(f"retry_after_s goes with a throttled outcome, not {outcome.value!r}")
+        retry_after_s = at_least_zero("retry_after_s", retry_after_s, unit="seconds")
+    if latency_s is not None:
+        latency_s = at_least_zero("latency_s", latency_s, unit="seconds")
+    return outcome, n, retry_after_s, latency_s
 
 
 def _fraction(name: str, value: float) -> float:
@@ -144,15 +166,7 @@ class AdaptiveRate:
                 latency_s: float | None = None) -> None:
         """``n`` sends ended with ``outcome``; ``retry_after_s``: the sink's Retry-After (THROTTLED only);
         ``latency_s``: how long the send took (an OK slower than ``slow_s`` is congestion)."""
-        if not isinstance(outcome, Outcome):
-            raise ValueError(f"outcome must be one of {[o.value for o in Outcome]}, got {outcome!r}")
-        n = positive("n", n, unit="sends")
-        if retry_after_s is not None:
-            if outcome is not Outcome.THROTTLED:
-                raise ValueError(f"retry_after_s goes with a throttled outcome, not {outcome.value!r}")
-            retry_after_s = at_least_zero("retry_after_s", retry_after_s, unit="seconds")
-        if latency_s is not None:
-            latency_s = at_least_zero("latency_s", latency_s, unit="seconds")
+        outcome, n, retry_after_s, latency_s = checked_outcome(outcome, n, retry_after_s, latency_s, by_value=False)
         now = float(finite("now_s", now_s, unit="seconds"))
         with self._lock:
             self._roll(now)
