@@ -91,6 +91,16 @@ def _grow(partials: list[float], x: float) -> None:
     partials[i:] = [x]
 
 
+def _group_users(live: Live) -> dict[str, dict[str, UsageValues]]:
+    """Resource-group limit key -> participant -> its usage, over the live participants."""
+    used: dict[str, dict[str, UsageValues]] = defaultdict(dict)
+    for report, usage in live:
+        for key, u in usage.items():
+            if parse_limit_key(key)[0] == "resource_group":
+                used[key][report.participant.participant_id] = u
+    return used
+
+
 def _counters(report: Report) -> dict[Key, float]:
     """Every counter series one report carries, unfolded: (family, labels) -> value."""
     out: dict[Key, float] = {}
@@ -215,8 +225,10 @@ class ThrottlescopeCollector:
                 values.add("throttlescope_mutation_tokens", labels, m.tokens)
                 values.add("throttlescope_mutation_rate", labels, m.rate)
                 values.add("throttlescope_mutation_throttle_time_seconds", labels, m.throttle_time_s)
-        self._resource_groups(values, live, policies)
-        self._adaptive(values, policies)
+        used = _group_users(live)
+        book = shares(self._grants, used, policies)   # (read once a scrape: every limit in the book)
+        self._resource_groups(values, used, book, policies)
+        self._adaptive(values, book)
         self._participants(values, reports, policies)
         for m in CATALOGUE:
             yield self._histogram() if m.type == "histogram" else values.family(m.name)
@@ -257,13 +269,8 @@ class ThrottlescopeCollector:
 
     # ------------------------------------------------------------ across reports
 
-    def _resource_groups(self, values: _Values, live: Live, policies: PolicySet) -> None:
-        used: dict[str, dict[str, UsageValues]] = defaultdict(dict)   # limit key -> participant -> usage
-        for report, usage in live:
-            for key, u in usage.items():
-                if parse_limit_key(key)[0] == "resource_group":
-                    used[key][report.participant.participant_id] = u
-        book = shares(self._grants, used, policies)
+    def _resource_groups(self, values: _Values, used: dict[str, dict[str, UsageValues]], book: dict[str, dict],
+                         policies: PolicySet) -> None:
         for group, rg in policies.resourceGroups.items():
             strategy = policies.quota_strategy(group)
             for mc, quotas in (("publish", (rg.publishRateInMsgs, rg.publishRateInBytes)),
@@ -289,8 +296,8 @@ class ThrottlescopeCollector:
                         values.add("throttlescope_resource_group_calculated_quota", labels,
                                    math.fsum(allocation.values()))
 
-    def _adaptive(self, values: _Values, policies: PolicySet) -> None:
-        for key, entry in shares(self._grants, {}, policies).items():
+    def _adaptive(self, values: _Values, book: dict[str, dict]) -> None:
+        for key, entry in book.items():
             learnt = entry.get("adaptive")
             if not learnt:
                 continue
