@@ -53,12 +53,14 @@ class AdaptiveLimit:
         learnt = adaptive.rate_per_s(now)
         if not self._trace or now - self._trace[-1][0] >= 1.0:
             self._trace.append((now, learnt, adaptive.ceiling_per_s, adaptive.ok, adaptive.throttled))
-        per_s = max(learnt, adaptive.floor_per_s, MIN_PER_S)
-        return min(rate.msgs, per_s * rate.period_s), adaptive.paused_for_s(now)
+        return min(rate.msgs, self._granted_per_s(learnt) * rate.period_s), adaptive.paused_for_s(now)
 
     def per_s(self, now: float) -> float:
         """The messages per second it grants under now."""
-        return max(self.rate.rate_per_s(now), self.rate.floor_per_s, MIN_PER_S)
+        return self._granted_per_s(self.rate.rate_per_s(now))
+
+    def _granted_per_s(self, learnt_per_s: float) -> float:
+        return max(learnt_per_s, self.rate.floor_per_s, MIN_PER_S)
 
     def view(self, now: float) -> dict[str, Any]:
         snap = self.rate.snapshot(now)
