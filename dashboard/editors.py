@@ -142,8 +142,9 @@ def _rate(prefix: str, policy: str, cur: dict[str, Any], key: str) -> dict[str, 
            "ratePeriodInSecond": c3.number_input("Period (s)", min_value=1, max_value=86400,
                                                  value=int(cur.get("ratePeriodInSecond", 1)), step=1,
                                                  key=f"{key}.p", help=PERIOD_HELP)}
-    if policy == "publishRate":   # kept as they are (switched by the admin API): a body without them turns them off
-        out.update({k: cur[k] for k in ("adaptive", "adaptiveFloorInMsg", "adaptiveSlowMs") if k in cur})
+    # every field the form does not show is kept as it is (a publish rate's adaptive settings, switched by the
+    # admin API): the change is a PUT, and a body without them would reset them
+    out.update({k: v for k, v in cur.items() if k not in out})
     _now(cur, {m: "messages per period", b: "bytes per period"})
     return out
 
