@@ -55,7 +55,7 @@ def build_report(participant: wire.Participant, seq: int, sent_at: float, interv
                  send: dict[str, wire.UsageValues], unchanged: list[str], snapshots: dict, *,
                  fair: Callable[[str], tuple[float, float] | None], offload: OffloadStats,
                  mutations: list[dict[str, Any]]) -> wire.Report:
-    """The report of one round: ``send`` (usage entries in full) and ``unchanged`` (keys suppressed), the
+    """The report of one round (without asking for the usage map: shares come from grants): ``send`` (usage entries in full) and ``unchanged`` (keys suppressed), the
     limiters' ``snapshots`` (``{"publish": [...], "dispatch": [(limiter, snapshot, msgs, bytes), ...]}``),
     ``fair(limit_key)``: a pool's fair rates from its grants (shown as its rate), the offload and mutation-quota
     snapshots."""
@@ -107,4 +107,4 @@ def build_report(participant: wire.Participant, seq: int, sent_at: float, interv
         applied_policy_version=applied_version, usage=usage[:cap],
         usage_unchanged=[k for k in unchanged if _label(wire.parse_limit_key(k)[2])][:cap],
         buckets=buckets[:cap], queues=queues[:wire.MAX_QUEUES], counters=counters[:cap],
-        dispatch_throttled=throttled, offload=offload_stats, mutation_quotas=quotas)
+        dispatch_throttled=throttled, offload=offload_stats, mutation_quotas=quotas, usage_map=False)

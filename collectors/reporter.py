@@ -11,7 +11,8 @@ Every round (``run_once``) the reporter
    and mutation-quota snapshots -- the report is sent every round whatever is suppressed, because it is also the
    heartbeat the control plane expires participants by (2 intervals) and what the dashboard shows;
 3. POSTs it (``ControlPlaneClient``; short timeout) and applies the answer (``Applier``): new policies when the
-   version moved. The control plane's ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its
+   version moved; the usage entries the control plane holds nothing for (``usageMissing``) go in full next
+   round. (The report asks for no usage map: the shares come from grants.) The control plane's ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its
    intervals. (The tokens of shared limits come between reports, from the grant keeper: ``collectors.grants``;
    usage and demand are reported for the dashboard and the metrics.)
 
@@ -196,8 +197,7 @@ class Reporter:
         else:
             log.debug("throttlescope: report %d not accepted: %s", self.seq, answer.reason)
             self.suppression.force()
-        me = p.identity.participant_id
-        self.suppression.force(k for k in measured if me not in (answer.usage.get(k) or {}))
+        self.suppression.force(k for k in answer.usageMissing if k in measured)
         p.applier.grants.reachable()
         p.applier.apply(answer.policies)
         self._adopt_interval(answer.reportIntervalSeconds)

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from controlplane.context import Context, get_ctx
 from controlplane.errors import not_found
 from controlplane.middleware import replay_body
+from controlplane.state import LiveState
 from protocol import (
     Goodbye,
     GrantAnswer,
@@ -40,7 +41,8 @@ Ctx = Annotated[Context, Depends(get_ctx)]
              description="Needs the participant (or admin) token. The answer carries the full policy document only "
                          "when applied_policy_version differs from the current version, and, for every shared limit "
                          "in the report's usage or usage_unchanged, every live participant's usage and demand (a "
-                         "participant's unchanged entries keep the values it sent last). A stale or "
+                         "participant's unchanged entries keep the values it sent last; usage_map=false leaves "
+                         "the map out), and the keys the control plane holds none of the participant's usage for. A stale or "
                          "out-of-sequence report is answered with accepted=false and stores nothing.",
              responses={422: {"description": "Malformed report; nothing stored"}})
 async def report(body: Report, ctx: Ctx) -> Response:
@@ -52,16 +54,20 @@ async def report(body: Report, ctx: Ctx) -> Response:
 
 def answer_report(ctx: Context, body: Report) -> bytes:
     """Ingest one valid report and render the answer (JSON of a ``ReportResponse``)."""
-    accepted, reason = ctx.live.ingest(body)
-    policies = ctx.policies()
+    return report_response(ctx.live, ctx.policies(), ctx.settings.report_interval_s, body).model_dump_json().encode()
+
+
+def report_response(live: LiveState, policies: PolicySet, interval_s: float, body: Report) -> ReportResponse:
+    """Ingest one valid report into ``live`` and answer it (the policies only when the participant's are not
+    the current ones; the usage map only when asked for)."""
+    accepted, reason = live.ingest(body)
     keys = [limit_key(u.level, u.direction, u.name) for u in body.usage] + list(body.usage_unchanged)
-    answer = ReportResponse(
+    return ReportResponse(
         policyVersion=policies.version,
         policies=policies if body.applied_policy_version != policies.version else None,
-        usage=ctx.live.usage_map(keys),
-        reportIntervalSeconds=ctx.settings.report_interval_s,
-        accepted=accepted, reason=reason)
-    return answer.model_dump_json().encode()
+        usage=live.usage_map(keys) if body.usage_map else {},
+        reportIntervalSeconds=interval_s,
+        accepted=accepted, reason=reason, usageMissing=live.missing(body.participant.participant_id, keys))
 
 
 @router.post("/grant", response_model=GrantAnswer, summary="Ask for tokens of shared limits, or give them back",

@@ -145,6 +145,13 @@ class LiveState:
         with self._lock:
             return self._usage.users_of(keys)
 
+    def missing(self, participant_id: str, keys: Iterable[str]) -> list[str]:
+        """The ``keys`` the participant holds no usage under (not live, or never sent in full since)."""
+        with self._lock:
+            peer = self._peers.get(participant_id)
+            held = peer.usage if peer is not None else {}
+            return [k for k in keys if k not in held]
+
     def shared_usage(self) -> dict[str, dict[str, UsageValues]]:
         """Every shared limit any live participant uses: limit key -> participant -> its latest usage and demand."""
         with self._lock:

@@ -256,6 +256,11 @@ class Report(StrictModel):
                     "control plane keeps the values it holds for them. A key the control plane holds nothing for "
                     "(e.g. after its restart) is simply absent from the answer's usage map, and the participant "
                     "then sends it in full")
+    usage_map: bool = Field(True, description=(
+        "True: the answer's usage map carries every live participant's usage of each shared limit reported "
+        "(PIP-82's relay; a participant of 5,000 limits shared by 5 gets 25,000 entries back every interval). "
+        "False: the answer carries only usageMissing, the keys the control plane holds nothing for (a participant "
+        "whose shares come from grants needs no more)"))
 
     @model_validator(mode="after")
     def _unique(self) -> Report:
@@ -302,3 +307,6 @@ class ReportResponse(LenientModel):
     reportIntervalSeconds: float = Field(description="The interval participants should report at")
     accepted: bool = Field(True, description="False when the report was ignored (stale or out of sequence)")
     reason: str | None = Field(None, description="Why the report was ignored")
+    usageMissing: list[str] = Field(default_factory=list, description=(
+        "Limit keys of the report (usage or usage_unchanged) the control plane holds no usage of this participant "
+        "for: send them in full next time (a restarted control plane, a report that was not accepted)"))

@@ -10,10 +10,11 @@ from typing import Any
 from collectors import Participant, RuntimeConfig
 from collectors.client import ControlPlaneError
 from collectors.identity import Identity
+from controlplane.api_participant import report_response
 from controlplane.grants import GrantBook
 from controlplane.state import LiveState
 from limiter import ManualClock, Producer
-from protocol import GrantAnswer, GrantRequest, PolicySet, Report, ReportResponse, limit_key
+from protocol import GrantAnswer, GrantRequest, PolicySet, Report, ReportResponse
 
 KEEPER_S = 0.02
 
@@ -42,13 +43,7 @@ class InProcessControlPlane:
         if self.fail is not None:
             raise self.fail
         self.reports.append(report)
-        accepted, reason = self.live.ingest(report)
-        keys = [limit_key(u.level, u.direction, u.name) for u in report.usage] + list(report.usage_unchanged)
-        ps = self.policies
-        return ReportResponse(policyVersion=ps.version,
-                              policies=ps if report.applied_policy_version != ps.version else None,
-                              usage=self.live.usage_map(keys), reportIntervalSeconds=self.live.interval_s,
-                              accepted=accepted, reason=reason)
+        return report_response(self.live, self.policies, self.live.interval_s, report)
 
     def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
         if self.fail is not None:

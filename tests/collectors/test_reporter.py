@@ -139,7 +139,9 @@ def test_suppressed_rounds_keep_the_participant_and_its_usage_in_the_map(clock: 
     assert "full" in kinds[-4:]                                  # the mandatory report, every 4 rounds
     assert all(k != "unchanged" or kinds[max(0, i - 3):i + 1].count("unchanged") <= 3 for i, k in enumerate(kinds))
     answer = p.reporter.last_answer
-    assert answer.usage[KEY]["me"].usage_msgs_per_s == pytest.approx(40, rel=0.1)   # held by the control plane
+    assert answer.usage == {} and answer.usageMissing == []          # no map asked for; nothing missing
+    held = cp.live.usage_map([KEY])[KEY]["me"]
+    assert held.usage_msgs_per_s == pytest.approx(40, rel=0.1)       # held by the control plane
     assert [x.participantId for x in views.participants(cp.live, 3).participants] == ["me"]
 
 
@@ -156,11 +158,12 @@ def test_a_restarted_control_plane_gets_full_usage_again(clock: ManualClock) -> 
     send_paced(clock, producer, 40, 0.25, keepers=[p])
     p.report_now()                                               # sent as unchanged: nothing held for it
     assert KEY in cp.reports[-1].usage_unchanged
-    assert "me" not in p.reporter.last_answer.usage[KEY]
+    assert p.reporter.last_answer.usageMissing == [KEY]
     send_paced(clock, producer, 40, 0.25, keepers=[p])
     p.report_now()
     assert entry(cp.reports[-1]) is not None                     # ... so the next round sends it in full
-    assert "me" in p.reporter.last_answer.usage[KEY]
+    assert p.reporter.last_answer.usageMissing == []
+    assert "me" in cp.live.usage_map([KEY])[KEY]
 
 
 # --- failures -------------------------------------------------------------------------------------------

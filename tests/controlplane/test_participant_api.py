@@ -68,6 +68,18 @@ def test_usage_map_across_participants_and_allocation(cp: ControlPlane) -> None:
     part.post("/v1/goodbye", json={"participant_id": "uc"})
 
 
+
+def test_without_the_usage_map_the_answer_names_only_what_the_control_plane_lacks(cp: ControlPlane) -> None:
+    part = cp.client(PARTICIPANT)
+    other = "resource_group:publish:only-m"
+    first = send(part, report("um", usage=[usage("rg-p", 20)], usage_unchanged=[other], usage_map=False))
+    assert first.usage == {} and first.usageMissing == [other]      # nothing held for the unchanged key yet
+    full = send(part, report("um", seq=2, usage=[usage("only-m", 5)], usage_unchanged=[RG_KEY], usage_map=False))
+    assert full.usage == {} and full.usageMissing == []
+    mapped = send(part, report("um", seq=3, usage_unchanged=[RG_KEY, other]))   # the map, as before, by default
+    assert mapped.usage[RG_KEY]["um"].usage_msgs_per_s == 20 and mapped.usage[other]["um"].usage_msgs_per_s == 5
+    assert part.post("/v1/goodbye", json={"participant_id": "um"}).status_code == 204
+
 @pytest.mark.parametrize("body", [
     {"seq": 1},
     report("bad", extra_field=1),
