@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.middleware.gzip import GZipMiddleware
 
 from controlplane import (
     access,
@@ -32,6 +33,8 @@ from controlplane.middleware import GuardMiddleware
 from controlplane.principals import Directory
 from controlplane.state import LiveState
 from controlplane.store import Store
+
+ANSWER_GZIP_ABOVE_BYTES = 1024
 
 DESCRIPTION = """\
 throttlescope control plane. Admin endpoints follow Apache Pulsar's REST shapes under `/admin/v2`; participants
@@ -112,10 +115,15 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     for module in (api_participant, api_groups, api_policies, api_broker, api_tenants, api_principals,
                    api_state):  # reports: matched first
         app.include_router(module.router)
-    # the last added runs first: guard -> report timer -> report fast path -> FastAPI's routes
+    # the last added runs first: gzip -> guard -> report timer -> report fast path -> FastAPI's routes
     app.add_middleware(api_participant.ParticipantFastPath, ctx=app.state.ctx)
     api_metrics.install(app, live, app.state.ctx.policies, grants, topic_labels=settings.metrics_topic_labels)
     app.add_middleware(GuardMiddleware, directory=directory, open_reads=settings.open_reads,
-                       max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
+                       max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth,
+                       max_inflated_bytes=settings.max_inflated_bytes)
+    # outermost: an answer of more than a kilobyte (a policy document of thousands of limits, a state view) is
+    # gzip-compressed for a client that accepts it (httpx and Prometheus do); level 1, as the participants send:
+    # a tenth of level 9's CPU for a body a fifth larger
+    app.add_middleware(GZipMiddleware, minimum_size=ANSWER_GZIP_ABOVE_BYTES, compresslevel=1)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app

@@ -29,9 +29,10 @@ from protocol.settings import (
 )
 
 __all__ = ["Settings", "ConfigError", "parse_settings", "package_version", "MIN_INTERVAL_S", "MAX_INTERVAL_S",
-           "MAX_BODY_BYTES", "MAX_JSON_DEPTH", "LOG_LEVELS"]
+           "MAX_BODY_BYTES", "MAX_INFLATED_BYTES", "MAX_JSON_DEPTH", "LOG_LEVELS"]
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_INFLATED_BYTES = 32 * 1024 * 1024   # a gzip body inflated (a report of 5,000 limits is ~3 MB of JSON)
 MAX_JSON_DEPTH = 32
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
@@ -81,6 +82,7 @@ class Settings(EnvSettings):
     admin_token: BearerToken = Field(None, repr=False)
     token: BearerToken = Field(None, repr=False)   # the participants'
     max_body_bytes: int = MAX_BODY_BYTES
+    max_inflated_bytes: int = MAX_INFLATED_BYTES
     max_json_depth: int = MAX_JSON_DEPTH
 
     @property

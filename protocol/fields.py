@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 MAX_NAME = 512          # limiter names, participant ids, producer names
-MAX_LIST = 4096         # usage entries, buckets, counters per report
+MAX_LIST = 16384        # usage entries, buckets, counters per report (PIP-82 sizes a broker at 5,000 namespaces)
 MAX_QUEUES = 1024
 MAX_NUMBER = 1e300       # numbers of larger magnitude are refused; the JSON schemas say so (the contract)
 MAX_COUNT = 2**53 - 1    # counters, sequence numbers, pids: exact as floats (Prometheus, JSON readers), fit SQLite

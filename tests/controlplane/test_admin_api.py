@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from typing import Any
 
 import httpx
@@ -278,6 +279,29 @@ def test_bodies_validation(admin: httpx.Client, shared_cp: ControlPlane) -> None
     r = admin.put(url, content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413 and "larger than" in reason(r)
     assert admin.get(url).status_code == 404 and version(admin) == v0
+
+
+def test_gzip_bodies_are_inflated_within_a_limit_and_large_answers_come_compressed(admin: httpx.Client) -> None:
+    v0 = version(admin)
+    url = f"{V2}/resourcegroups/rg-gzip"
+    gz = {"content-type": "application/json", "content-encoding": "gzip"}
+    r = admin.put(url, content=gzip.compress(b'{"publishRateInMsgs": 7}'), headers=gz)
+    assert r.status_code == 201 and admin.get(url).json()["publishRateInMsgs"] == 7
+    bomb = gzip.compress(b'{"pad": "' + b"x" * (40 * 1024 * 1024) + b'"}')   # 40 KB that inflate to 40 MB
+    r = admin.put(url, content=bomb, headers=gz)
+    assert r.status_code == 413 and "inflates to larger than" in reason(r)
+    r = admin.put(url, content=b'{"publishRateInMsgs": 8}', headers=gz)
+    assert r.status_code == 400 and "not valid gzip" in reason(r)
+    r = admin.put(url, content=gzip.compress(b'{"publishRateInMsgs": 8}')[:-6], headers=gz)
+    assert r.status_code == 400 and "ends before" in reason(r)
+    r = admin.put(url, content=b'{"publishRateInMsgs": 8}', headers={**gz, "content-encoding": "br"})
+    assert r.status_code == 415 and "identity" in reason(r) and "gzip" in reason(r)
+    assert admin.get(url).json()["publishRateInMsgs"] == 7 and version(admin) == v0 + 1   # refusals stored nothing
+    big = admin.get("/openapi.json", headers={"accept-encoding": "gzip"})
+    assert big.headers["content-encoding"] == "gzip" and big.json()["paths"]          # (httpx inflates it)
+    small = admin.get("/healthz", headers={"accept-encoding": "gzip"})
+    assert "content-encoding" not in small.headers
+    assert admin.delete(url).status_code == 204
 
 
 def test_unknown_routes_and_methods_answer_json(admin: httpx.Client) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import httpx
 import pytest
 
+from collectors.client import encoded
 from protocol import ReportResponse
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane, report, usage
@@ -164,3 +166,30 @@ def test_participants_expire_after_two_intervals(start_cp: Any) -> None:
     assert gone_after >= 0.3   # not before 2 x 0.2 s (minus the time to read the first view)
     assert view["departed"][0]["participantId"] == "ex" and view["departed"][0]["departedBecause"] == "expired"
     assert send(part, report("other", usage=[usage("g", 1)])).usage["resource_group:publish:g"].keys() == {"other"}
+
+
+def test_a_report_of_thousands_of_limits_goes_compressed_and_is_taken_whole(cp: ControlPlane) -> None:
+    part = cp.client(PARTICIPANT)
+    names = [f"t{i // 50}/ns{i}" for i in range(4000)]
+    body = report("big", usage_map=False,
+                  usage=[usage(n, i % 90 + 0.5, level="namespace") for i, n in enumerate(names)],
+                  counters=[{"level": "namespace", "name": n, "kind": "publish", "admitted_msgs_total": 10 * i, "admitted_bytes_total": 1000 * i,
+                             "throttle_time_seconds_total": 0.25} for i, n in enumerate(names)])
+    raw = json.dumps(body).encode()
+    assert len(raw) > 1024 * 1024                                       # as it is: more than a body may be
+    r = part.post("/v1/report", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    content, headers = encoded(raw)                                     # as a participant sends it
+    assert headers["Content-Encoding"] == "gzip" and len(content) < len(raw) / 5
+    answer = send_raw(part, content, headers)
+    assert answer.accepted and answer.usage == {} and answer.usageMissing == []
+    shared = {lim["name"]: lim for lim in part.get("/v1/state/shared").json()["limits"] if lim["level"] == "namespace"}
+    assert set(names) <= set(shared)                                   # every one of them, none cut
+    assert shared[names[-1]]["usageMsgsPerSecond"] == 3999 % 90 + 0.5
+    assert part.post("/v1/goodbye", json={"participant_id": "big"}).status_code == 204
+
+
+def send_raw(c: httpx.Client, content: bytes, headers: dict[str, str]) -> ReportResponse:
+    r = c.post("/v1/report", content=content, headers=headers)
+    assert r.status_code == 200, r.text
+    return ReportResponse.model_validate(r.json())
