@@ -155,3 +155,22 @@ def test_history_is_bounded_and_forgets_old_limiters(monkeypatch: pytest.MonkeyP
     clock.t += state.HISTORY_S + 5
     live.ingest(report_at(clock, pid="a", seq=2, buckets=[bucket("w")]))
     assert {s["name"] for s in live.history()["series"]} == {"w"}                  # old ones pruned, w admitted
+
+
+def test_a_full_history_looks_for_limiters_to_forget_once_a_slot_not_once_a_new_limiter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from controlplane import history
+
+    monkeypatch.setattr(history, "MAX_SERIES", 3)
+    passes: list[int] = []
+    prune = history.History._prune
+    monkeypatch.setattr(history.History, "_prune", lambda self, index: (passes.append(index), prune(self, index)))
+    clock = FakeClock(5000.0)
+    live = LiveState(1.0, clock)
+    counters = [{"level": "topic", "name": f"t{i}", "kind": "publish", "admitted_msgs_total": i} for i in range(50)]
+    live.ingest(report_at(clock, pid="a", counters=counters))
+    live.ingest(report_at(clock, pid="b", counters=counters))     # the same slot: 47 untracked limiters each
+    assert len(passes) == 1 and len(live.history()["series"]) == 3
+    clock.t += 1.0
+    live.ingest(report_at(clock, pid="a", seq=2, counters=counters))
+    assert len(passes) == 2                                          # the next slot may free some: one more pass
