@@ -175,17 +175,22 @@ class GuardMiddleware:
 
 def inflate(body: bytes, limit: int) -> tuple[bytes, str | None]:
     """The gzip ``body`` inflated, or why not: not gzip, or larger than ``limit`` bytes inflated (read no further
-    than that, so a small body cannot make the control plane allocate gigabytes)."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as e:
-        return b"", f"Content-Encoding is gzip but the body is not valid gzip ({e})"
-    if len(out) > limit:
-        return b"", f"the body inflates to larger than the {limit} bytes allowed"
-    if not inflater.eof:
-        return b"", "Content-Encoding is gzip but the body ends before its gzip stream does"
-    return out, None
+    than that, so a small body cannot make the control plane allocate gigabytes). A body of several gzip members
+    (RFC 1952 allows it; a sender may compress a fixed part once) inflates to their concatenation."""
+    out, rest = bytearray(), body
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as e:
+            return b"", f"Content-Encoding is gzip but the body is not valid gzip ({e})"
+        if len(out) > limit:
+            return b"", f"the body inflates to larger than the {limit} bytes allowed"
+        if not inflater.eof:
+            return b"", "Content-Encoding is gzip but the body ends before its gzip stream does"
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out), None
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:

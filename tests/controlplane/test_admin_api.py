@@ -285,7 +285,8 @@ def test_gzip_bodies_are_inflated_within_a_limit_and_large_answers_come_compress
     v0 = version(admin)
     url = f"{V2}/resourcegroups/rg-gzip"
     gz = {"content-type": "application/json", "content-encoding": "gzip"}
-    r = admin.put(url, content=gzip.compress(b'{"publishRateInMsgs": 7}'), headers=gz)
+    two_members = gzip.compress(b'{"publishRateInMsgs": ') + gzip.compress(b'7}')   # (RFC 1952 allows several)
+    r = admin.put(url, content=two_members, headers=gz)
     assert r.status_code == 201 and admin.get(url).json()["publishRateInMsgs"] == 7
     bomb = gzip.compress(b'{"pad": "' + b"x" * (40 * 1024 * 1024) + b'"}')   # 40 KB that inflate to 40 MB
     r = admin.put(url, content=bomb, headers=gz)
