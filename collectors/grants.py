@@ -41,6 +41,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from limiter.policy import Rate
 from protocol import Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
@@ -86,12 +87,24 @@ class Pool:
     adaptive: bool = False                         # the limit learns its sink's capacity (limiter.adaptive)
 
 
+class _Answer(NamedTuple):
+    """What is kept of a limit's last grant: a participant of 5,000 limits kept 5,000 whole ``Grant`` models
+    (half a kilobyte each); this is the part read later."""
+
+    chunk_msgs: float
+    chunk_bytes: float
+    safe_msgs_per_s: float
+    safe_bytes_per_s: float
+    fair_msgs_per_s: float
+    fair_bytes_per_s: float
+
+
 class Grants:
     """What the control plane answered for each limit, and whether it can be reached. Thread-safe reads."""
 
     def __init__(self, now_s: Callable[[], float]):
         self._now_s = now_s
-        self._last: dict[str, Grant] = {}
+        self._last: dict[str, _Answer] = {}
         self._retry_at: dict[str, float] = {}
         self._paused_until: dict[str, float] = {}   # an adaptive limit whose sink asked for a pause: until then
         self._outage_since: float | None = None
@@ -150,10 +163,11 @@ class Grants:
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
         last = self._last.get(grant.key)
+        chunk = (grant.chunk_msgs, grant.chunk_bytes)
         if last is not None and ask.wants_msgs <= 0 and ask.wants_bytes <= 0:
-            # a give-back's answer: keep the chunk of the last real answer (its own chunk is 0)
-            grant = grant.model_copy(update={"chunk_msgs": last.chunk_msgs, "chunk_bytes": last.chunk_bytes})
-        self._last[grant.key] = grant
+            chunk = (last.chunk_msgs, last.chunk_bytes)   # a give-back's answer: its own chunk (0) is no chunk
+        self._last[grant.key] = _Answer(*chunk, grant.safe_msgs_per_s, grant.safe_bytes_per_s,
+                                        grant.fair_msgs_per_s, grant.fair_bytes_per_s)
         self._most_holders = max(self._most_holders, grant.holders)
         short = ((ask.wants_msgs > 0 and 0 <= grant.msgs < ask.wants_msgs)
                  or (ask.wants_bytes > 0 and 0 <= grant.bytes < ask.wants_bytes))
