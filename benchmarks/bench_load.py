@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import math
 import os
@@ -51,6 +52,7 @@ from typing import Any
 
 import httpx
 
+from collectors.client import GZIP_ABOVE_BYTES
 from controlplane.launcher import end, env_without_settings, free_port, spawn
 
 from .common import percentile, row
@@ -135,9 +137,10 @@ def control_plane(report_interval_s: float = 1.0) -> Iterator[ControlPlaneProces
 
 # --- simulated participants ------------------------------------------------------------------------------------
 
-def _report_template(i: int, interval_s: float) -> tuple[bytes, ...]:
+def _report_template(i: int, interval_s: float, limits: int = 1) -> tuple[bytes, ...]:
     """Participant ``i``'s report as byte pieces around its seq, sent_at, applied policy version and admitted
-    counters (filled per send)."""
+    counters (filled per send). ``limits`` > 1: as many topics of its namespace, each a shared limit of its own
+    (the namespace's rate, per topic), with usage, a bucket and counters each (``bench_scale``'s curve)."""
     job = i // GROUP
     tenant, ns, topic, group = f"tenant{job % 10}", f"tenant{job % 10}/ns{job}", f"tenant{job % 10}/ns{job}/t", f"rg{job}"
     limiters = [("broker", "broker"), ("resource_group", group), ("tenant", tenant), ("namespace", ns),
@@ -158,6 +161,14 @@ def _report_template(i: int, interval_s: float) -> tuple[bytes, ...]:
         "queues": [{"level": "topic", "name": topic, "length": 1,
                     "entries": [{"producer": f"{topic}#p{i % GROUP}", "waiting_s": 0.01}]}],
     }
+    for j in range(1, limits):
+        name = f"{ns}/t{j}"
+        report["usage"].append({"level": "topic", "name": name, "direction": "publish", "usage_msgs_per_s": 4.0 + j % 7,
+                                "demand_msgs_per_s": 5.0 + j % 11})
+        report["buckets"].append({"level": "topic", "name": name, "kind": "publish",
+                                  "msgs": {"tokens": 1.5 + j % 5, "rate": 10.0, "capacity": 10.0, "period_s": 1.0}})
+        report["counters"].append({"level": "topic", "name": name, "kind": "publish", "throttled_count": j % 3,
+                                   "admitted_msgs_total": 1000.0 + j})
     text = json.dumps(report, separators=(",", ":"))
     return tuple(part.encode() for part in re.split(r'"@(?:SEQ|SENT|VER|ADMITTED)@"', text))
 
@@ -179,10 +190,18 @@ class Load:
 
 
 async def _participant(i: int, port: int, first_due: float, interval_s: float, end: float, load: Load,
-                       connect_at: float) -> None:
-    pieces = _report_template(i, interval_s)
+                       connect_at: float, limits: int = 1) -> None:
+    pieces = _report_template(i, interval_s, limits)
+    # a report of many limits goes gzip-compressed, as a participant sends it: its fixed pieces compressed once,
+    # each a gzip member, the values of each send as small members between them (RFC 1952: the body inflates to
+    # their concatenation), so the generator's CPU stays the figures' bystander
+    packed = (lambda b: gzip.compress(b, 1)) if len(b"".join(pieces)) > GZIP_ABOVE_BYTES else None
+    if packed is not None:
+        pieces = tuple(packed(p) for p in pieces)
+    encoding = "Content-Encoding: gzip\r\n" if packed is not None else ""
     head = (f"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {PARTICIPANT}\r\n"
-            "Content-Type: application/json\r\nUser-Agent: throttlescope-bench\r\nContent-Length: ").encode()
+            f"Content-Type: application/json\r\n{encoding}User-Agent: throttlescope-bench\r\nContent-Length: ").encode()
+    value = packed or (lambda b: b)
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     seq, due, applied = 0, first_due, b"0"
@@ -192,9 +211,9 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
             if writer is None:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), ANSWER_TIMEOUT_S)
             seq += 1
-            admitted = str(seq * 100).encode()
-            body = b"".join((pieces[0], str(seq).encode(), pieces[1], repr(time.time()).encode(), pieces[2],
-                             applied, *(p + admitted for p in pieces[3:-1]), pieces[-1]))
+            admitted = value(str(seq * 100).encode())
+            body = b"".join((pieces[0], value(str(seq).encode()), pieces[1], value(repr(time.time()).encode()),
+                             pieces[2], value(applied), *(p + admitted for p in pieces[3:-1]), pieces[-1]))
             start = time.monotonic()
             writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
             status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
@@ -233,13 +252,14 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 async def _run_load(port: int, participants: int, interval_s: float, warmup_s: float, duration_s: float,
-                    cp_pid: int) -> tuple[Load, dict[str, float]]:
+                    cp_pid: int, limits: int = 1) -> tuple[Load, dict[str, float]]:
     load = Load()
     t0 = time.monotonic()
     measure_from, end = t0 + warmup_s, t0 + warmup_s + duration_s
     connect_spread = max(0.5, warmup_s / 2)
     tasks = [asyncio.create_task(_participant(i, port, t0 + connect_spread + interval_s * i / participants,
-                                              interval_s, end, load, t0 + connect_spread * i / participants))
+                                              interval_s, end, load, t0 + connect_spread * i / participants,
+                                              limits))
              for i in range(participants)]
     await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
     cpu0, gen0, wall0, mem0 = cpu_seconds(cp_pid), _own_cpu(), time.monotonic(), memory_kb(cp_pid)
@@ -278,9 +298,10 @@ def _server_mean_ms(cp: ControlPlaneProcess) -> float:
     return 1000 * total / count if count else math.nan
 
 
-def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmup_s: float | None = None
-            ) -> dict[str, Any]:
-    """Run the load against a fresh control plane; the raw figures (see the module essay)."""
+def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmup_s: float | None = None,
+            limits: int = 1) -> dict[str, Any]:
+    """Run the load against a fresh control plane; the raw figures (see the module essay). ``limits``: shared
+    limits a participant reports (see ``_report_template``)."""
     warmup_s = warmup_s if warmup_s is not None else min(5.0, 2.0 + participants / 500)
     load_before = os.getloadavg()[0]
     with control_plane(interval_s) as cp:
@@ -289,11 +310,14 @@ def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmu
                 admin.put(f"/admin/v2/resourcegroups/rg{job}", json={"publishRateInMsgs": 1000}).raise_for_status()
                 admin.post(f"/admin/v2/persistent/tenant{job % 10}/ns{job}/t/publishRate",
                            json={"publishThrottlingRateInMsg": 500}).raise_for_status()
-        load, usage = asyncio.run(_run_load(cp.port, participants, interval_s, warmup_s, duration_s, cp.pid))
+                if limits > 1:
+                    admin.post(f"/admin/v2/namespaces/tenant{job % 10}/ns{job}/publishRate",
+                               json={"publishThrottlingRateInMsg": 10}).raise_for_status()
+        load, usage = asyncio.run(_run_load(cp.port, participants, interval_s, warmup_s, duration_s, cp.pid, limits))
         server_ms = _server_mean_ms(cp)
     answered = sorted(s.latency_s for s in load.samples if not math.isnan(s.latency_s))
     expected = participants * duration_s / interval_s
-    return {"participants": participants, "duration_s": duration_s, "expected": expected,
+    return {"participants": participants, "limits": limits, "duration_s": duration_s, "expected": expected,
             "sent": len(load.samples), "answered": len(answered), "ok": sum(s.ok for s in load.samples),
             "errors": dict(load.errors), "p50_ms": 1000 * percentile(answered, 50),
             "p99_ms": 1000 * percentile(answered, 99), "max_ms": 1000 * answered[-1] if answered else math.nan,

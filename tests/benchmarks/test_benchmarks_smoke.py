@@ -254,3 +254,17 @@ def test_rows_written_into_a_readme_keep_the_others_and_say_when(tmp_path) -> No
     assert [(r["name"], r["value"]) for r in readme_rows(text)] == [("w: mean", 0.97), ("z", 2.0)]
     assert readme_caption(text) == "Measured then. Some rows re-measured tomorrow."
     assert text.startswith("intro\n") and text.endswith("end\n")
+
+
+@pytest.mark.integration
+def test_scale_runs_a_small_case_through_the_real_participant_and_control_plane() -> None:
+    from benchmarks import bench_scale
+
+    m = bench_scale.measure(groups=1, limits=300, cycles=2)
+    assert m["participants"] == bench_scale.PER_LIMIT and m["limits"] == 300
+    assert 0 < m["report_sent"] < m["raw"] / 4                      # gzip on the wire
+    assert 0 < m["report_received"] < 1024                           # no usage map in the answer
+    assert m["grant_sent"] > 0 and m["cycle_bytes"] > m["report_sent"]
+    assert 0 < m["share_memory"] < m["memory"] and m["cp_cpu_per_report_s"] > 0
+    assert m["change_grant_s"] < 30 and m["change_report_s"] < 30
+    assert_well_formed(bench_scale.rows_of(m))
