@@ -2,7 +2,7 @@
 per-task AIMD, in one run on ``local[2]``.
 
 A real HTTP server on loopback (``shared/sink_server.py``) takes 700 records/s (a token bucket holding 0.2 s of
-it) and answers 429 with a Retry-After beyond it; a Structured Streaming job (Spark's ``rate-micro-batch``,
+it) and answers 429 with a Retry-After beyond it (whole seconds, as HTTP has them); a Structured Streaming job (Spark's ``rate-micro-batch``,
 2 tasks, more demand than any limit) sends to it through a shared limit configured at 2,000/s, in requests of 20
 records (``shared/adaptive_kinds.py``). Mid-run the sink's capacity becomes 1,200/s, then 400/s. Kinds: ``ours``
 (the limit is ``adaptive``; every task reports each answer), ``none`` (the same limit, not adaptive), ``alone``
@@ -82,12 +82,13 @@ def figures(answers: list[tuple[float, int, bool]], t0: float, phases: tuple[tup
     return out
 
 
-def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...]) -> dict[str, float]:
+def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], whole_seconds: bool = True
+              ) -> dict[str, float]:
     bench.runs += 1
     topic = f"ad{bench.runs}/ns/api"
     bench._ok(bench.admin.post(f"/admin/v2/persistent/{topic}/publishRate", json={
         "publishThrottlingRateInMsg": CEILING, "adaptive": kind == "ours"}))
-    sink = SinkServer(phases[0][0]).start()
+    sink = SinkServer(phases[0][0], whole_seconds=whole_seconds).start()
     try:
         started: dict[str, float] = {}
 
@@ -146,7 +147,7 @@ def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, fl
     return out
 
 
-def run(quick: bool = False, kinds: tuple[str, ...] = KINDS) -> list[dict[str, Any]]:
+def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, whole_seconds: bool = True) -> list[dict[str, Any]]:
     if shutil.which("java") is None:
         return [row(SECTION, "skipped: Java not found", float("nan"), "", "", None)]
     from .bench_shared import Bench
@@ -159,7 +160,7 @@ def run(quick: bool = False, kinds: tuple[str, ...] = KINDS) -> list[dict[str, A
         try:
             bench.use("local[2]")
             for kind in kinds:
-                results[kind] = _run_kind(bench, kind, phases)
+                results[kind] = _run_kind(bench, kind, phases, whole_seconds)
                 print(f"  adaptive [{kind}]: {results[kind]}", file=sys.stderr, flush=True)
         finally:
             bench.close()
@@ -172,6 +173,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--kind", action="append", choices=KINDS)
+    parser.add_argument("--decimal-retry-after", action="store_true",
+                        help="the sink's Retry-After as an exact decimal, not whole seconds")
     args = parser.parse_args()
-    for r in run(args.quick, tuple(args.kind or KINDS)):
+    for r in run(args.quick, tuple(args.kind or KINDS), not args.decimal_retry_after):
         print(r)
