@@ -12,9 +12,10 @@ Every round (``run_once``) the reporter
    heartbeat the control plane expires participants by (2 intervals) and what the dashboard shows;
 3. POSTs it (``ControlPlaneClient``; short timeout) and applies the answer (``Applier``): new policies when the
    version moved; the usage entries the control plane holds nothing for (``usageMissing``) go in full next
-   round. (The report asks for no usage map: the shares come from grants.) The control plane's ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its
-   intervals. (The tokens of shared limits come between reports, from the grant keeper: ``collectors.grants``;
-   usage and demand are reported for the dashboard and the metrics.)
+   round (the report asks for no usage map: the shares come from grants). The control plane's
+   ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its intervals. (The tokens of shared
+   limits come between reports, from the grant keeper: ``collectors.grants``; usage and demand are reported for
+   the dashboard and the metrics.)
 
 Demand and suppression: ``collectors.usage``; the report itself: ``collectors.report_builder``.
 

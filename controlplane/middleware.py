@@ -159,9 +159,10 @@ class GuardMiddleware:
                                           "send the body as it is (identity) or gzip-compressed (gzip)")
             return
         if encoding == b"gzip":
-            body, problem = inflate(body, self.max_inflated)
-            if problem is not None:
-                await _send_reason(send, 413 if "larger" in problem else 400, problem)
+            try:
+                body = inflate(body, self.max_inflated)
+            except BodyRefused as e:
+                await _send_reason(send, e.status, e.reason)
                 return
             scope = {**scope, "headers": [(k, v) for k, v in scope["headers"]
                                           if k.lower() not in (b"content-encoding", b"content-length")]
@@ -173,24 +174,33 @@ class GuardMiddleware:
         await self.app(scope, replay_body(body, receive), send)
 
 
-def inflate(body: bytes, limit: int) -> tuple[bytes, str | None]:
-    """The gzip ``body`` inflated, or why not: not gzip, or larger than ``limit`` bytes inflated (read no further
-    than that, so a small body cannot make the control plane allocate gigabytes). A body of several gzip members
-    (RFC 1952 allows it; a sender may compress a fixed part once) inflates to their concatenation."""
+class BodyRefused(Exception):
+    """A body the guard will not pass on: the HTTP status and why."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def inflate(body: bytes, limit: int) -> bytes:
+    """The gzip ``body`` inflated; ``BodyRefused`` if it is not gzip (400) or inflates to more than ``limit``
+    bytes (413: read no further than that, so a small body cannot make the control plane allocate gigabytes). A
+    body of several gzip members (RFC 1952 allows it; a sender may compress a fixed part once) inflates to their
+    concatenation."""
     out, rest = bytearray(), body
     while True:
         inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
             out += inflater.decompress(rest, limit + 1 - len(out))
         except zlib.error as e:
-            return b"", f"Content-Encoding is gzip but the body is not valid gzip ({e})"
+            raise BodyRefused(400, f"Content-Encoding is gzip but the body is not valid gzip ({e})") from None
         if len(out) > limit:
-            return b"", f"the body inflates to larger than the {limit} bytes allowed"
+            raise BodyRefused(413, f"the body inflates to larger than the {limit} bytes allowed")
         if not inflater.eof:
-            return b"", "Content-Encoding is gzip but the body ends before its gzip stream does"
+            raise BodyRefused(400, "Content-Encoding is gzip but the body ends before its gzip stream does")
         rest = inflater.unused_data
         if not rest:
-            return bytes(out), None
+            return bytes(out)
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
