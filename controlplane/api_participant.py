@@ -42,8 +42,9 @@ Ctx = Annotated[Context, Depends(get_ctx)]
                          "when applied_policy_version differs from the current version, and, for every shared limit "
                          "in the report's usage or usage_unchanged, every live participant's usage and demand (a "
                          "participant's unchanged entries keep the values it sent last; usage_map=false leaves "
-                         "the map out), and the keys the control plane holds none of the participant's usage for. A stale or "
-                         "out-of-sequence report is answered with accepted=false and stores nothing.",
+                         "the map out), and the keys the control plane holds none of the participant's usage "
+                         "for. A stale or out-of-sequence report is answered with accepted=false and stores "
+                         "nothing.",
              responses={422: {"description": "Malformed report; nothing stored"}})
 async def report(body: Report, ctx: Ctx) -> Response:
     # async: in-memory work (and one SQLite read), run on the event loop. In the thread pool, hundreds of reports
