@@ -108,6 +108,9 @@ def _adaptive(value: Candidate, rate: Rate) -> dict[str, float | None]:
 _NO_LIMIT = Limit(_UNLIMITED, False)
 
 
+MAX_REMEMBERED = 200_000   # limits a view remembers (the control plane asks about every shared limit there is)
+
+
 class PolicyView:
     """Lookups over one ``PolicySet`` (immutable once built)."""
 
@@ -117,6 +120,10 @@ class PolicyView:
         self.settings = ps.brokerSettings
         self.default_strategy = Strategy.parse(ps.quota_strategy())
         self._warned: set[tuple] = set()
+        # the limit of each (level, direction, name) asked: the view never changes, and a participant's grant
+        # keeper asks for every limiter every 20 ms (working the rules out each time was most of its round:
+        # 1.5 ms a round at 10 topics, 15 ms at 100)
+        self._limits: dict[tuple[Level, str, str], Limit] = {}
 
     def _flag(self, name: str, default: bool) -> bool:
         value = self.settings.get(name, default)
@@ -133,14 +140,21 @@ class PolicyView:
         return out
 
     def limit(self, level: Level, direction: str, name: str) -> Limit:
+        key = (level, direction, name)
+        found = self._limits.get(key)
+        if found is not None:
+            return found
         try:
-            return self._limit(Level(level), direction, name)
+            found = self._limit(Level(level), direction, name)
         except (PolicyError, ValueError) as e:  # a lenient answer with a value we cannot use: no limit
-            if (level, direction, name) not in self._warned:
-                self._warned.add((level, direction, name))
+            if key not in self._warned:
+                self._warned.add(key)
                 log.warning("cannot use the %s %s limit of %r from policy version %s: %s", level, direction, name,
                             self.version, e)
-            return _NO_LIMIT
+            found = _NO_LIMIT
+        if len(self._limits) < MAX_REMEMBERED:
+            self._limits[key] = found
+        return found
 
     def _limit(self, level: Level, direction: str, name: str) -> Limit:
         publish = direction == PUBLISH

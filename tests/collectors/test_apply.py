@@ -42,6 +42,21 @@ def test_topic_limit_by_precedence_topic_then_namespace_then_broker_default() ->
     assert view.limit(Level.NAMESPACE, "publish", "acme/web").rate.is_unlimited
 
 
+def test_a_view_works_each_limit_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocol import rules
+
+    ps = policies(namespaces={"acme/web": {"publishRate": {"publishThrottlingRateInMsg": 30}}})
+    view = PolicyView(ps)
+    worked: list[tuple] = []
+    original = rules.PolicyView._limit
+    monkeypatch.setattr(rules.PolicyView, "_limit", lambda self, *key: (worked.append(key), original(self, *key))[1])
+    first = view.limit(Level.TOPIC, "publish", "acme/web/b")
+    assert view.limit(Level.TOPIC, "publish", "acme/web/b") is first and len(worked) == 1   # the keeper's 20-ms beat
+    assert PolicyView(ps).limit(Level.TOPIC, "publish", "acme/web/b") == first and len(worked) == 2   # a new view
+    changed = PolicyView(policies(namespaces={"acme/web": {"publishRate": {"publishThrottlingRateInMsg": 9}}}))
+    assert changed.limit(Level.TOPIC, "publish", "acme/web/b").rate == Rate(9)           # new policies, new answer
+
+
 def test_dispatch_and_subscription_precedence() -> None:
     ps = policies(brokerSettings={"dispatchThrottlingRatePerSubscriptionInMsg": 40,
                                   "dispatchThrottlingRatePerTopicInMsg": 400},
