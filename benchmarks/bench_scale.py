@@ -310,9 +310,37 @@ def curve(quick: bool = False) -> list[dict[str, Any]]:
     return out
 
 
+def keeper_rows(sizes: tuple[int, ...] = (10, 100, 1000)) -> list[dict[str, Any]]:
+    """A participant's grant keeper at rest: the CPU of a round in which nothing is asked (every pool filled),
+    which its thread runs every ``POLL_S`` whatever happens -- the cost a worker with many limits pays for them."""
+    from collectors.grants import POLL_S
+
+    out = []
+    for limits in sizes:
+        cp = ControlPlaneProcess(INTERVAL_S).start()
+        try:
+            set_policies(cp, 1, limits)
+            real = RealParticipant(cp, limits)
+            keeper, asks = real.p.grant_keeper, real.p.grant_keeper.asks
+            t0, wall0, rounds = time.process_time(), time.perf_counter(), 0
+            # rounds for less than IDLE_S (0.5 s): after that the unused pools would give back, which is an ask
+            while rounds < 3 or (rounds < 50 and time.perf_counter() - wall0 < 0.3):
+                keeper.run_once()
+                rounds += 1
+            round_s = (time.process_time() - t0) / rounds
+            assert keeper.asks == asks, "a round asked: the figure would not be of rounds at rest"
+            real.close()
+        finally:
+            cp.stop()
+        out.append(row(SECTION, f"participant of {limits:,} shared limits: a grant round with nothing to ask",
+                       1000 * round_s, "ms", note=f"{100 * round_s / POLL_S:.0f} % of a core at its {POLL_S * 1000:g}-ms "
+                                                  "beat"))
+    return out
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     groups, limits, cycles = (2, 1000, 2) if quick else (20, 5000, 3)
-    return rows_of(measure(groups, limits, cycles)) + curve(quick)
+    return rows_of(measure(groups, limits, cycles)) + keeper_rows() + curve(quick)
 
 
 def main(argv: list[str] | None = None) -> int:
