@@ -8,8 +8,9 @@ participant). Here each shared limiter's buckets are a *pool*: they refill by no
 chunks, up to the limit per period. The hot path never waits on the network: a producer spends its pool locally
 and is paused, like any throttled producer, only when the pool is empty.
 
-The ``GrantKeeper`` thread keeps the pools filled (``run_once``, every ``POLL_S`` and whenever a limiter throttles
-a producer or a producer goes away):
+The ``GrantKeeper`` thread keeps the pools filled (``run_once``, every ``POLL_S`` -- longer when its rounds are
+long, so that they take at most ``MAX_DUTY`` of a core -- and whenever a limiter throttles a producer or a
+producer goes away):
 
 - a pool below half its chunk, or with a producer waiting, asks for a chunk (plus its debt, if the first send of a
   task overdrew it); the control plane answers with what is free and the fair chunk for next time, or 0 and
@@ -39,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -49,7 +51,7 @@ from protocol import Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit
 from .outcomes import OutcomeLog
 from .spends import SpendLog
 
-__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
+__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "MAX_DUTY", "beat_s", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
            "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ log = logging.getLogger(__name__)
 NOTHING = 1e-6          # per second: a pool's own refill (a rate <= 0 would mean unlimited)
 IDLE_S = 0.5            # a pool that admitted nothing this long gives its tokens back
 POLL_S = 0.02
+MAX_DUTY = 0.2          # of a core: the most the keeper's rounds take at rest (see ``beat_s``)
 OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the safe rate
 # the safe rate's bucket holds this many seconds of it: each micro-batch's first send finds it full after the gap,
 # and a tenth held the second after a control-plane restart at 1.1-1.2x the limit (a hundredth: 1.0-1.05). A pool
@@ -205,6 +208,13 @@ def _tokens(v: float | None) -> float:
     return v if v is not None and math.isfinite(v) and v > 0 else 0.0
 
 
+def beat_s(poll_s: float, round_s: float) -> float:
+    """How long the keeper waits for the next round (a wake-up cuts it short): ``poll_s``, or longer when a round
+    took ``round_s`` of CPU, so that at rest its thread takes at most ``MAX_DUTY`` of a core (a round looks at every pool: 7 ms
+    at 100 shared limits, a third of a core at a 20-ms beat, and it takes the GIL from the task it serves)."""
+    return max(poll_s, round_s * (1 - MAX_DUTY) / MAX_DUTY)
+
+
 class GrantKeeper:
     """Keeps the pools filled and gives back what idle ones hold (see the module essay)."""
 
@@ -243,15 +253,18 @@ class GrantKeeper:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        wait_s = self.poll_s
         while not self._stop.is_set():
-            self._wake.wait(self.poll_s)
+            self._wake.wait(wait_s)
             self._wake.clear()
             if self._stop.is_set():
                 return
+            started = time.thread_time()   # the round's own CPU: a slow answer is no reason to wait longer
             try:
                 self.run_once()
             except Exception:  # noqa: BLE001 - a bug must not kill the keeper; the limits stay as they are
                 log.debug("throttlescope: grant keeper round failed", exc_info=True)
+            wait_s = beat_s(self.poll_s, time.thread_time() - started)
 
     def run_once(self) -> int:
         """One look at every pool; sends the asks and returns due. Returns how many asks went out. Also called

@@ -208,3 +208,12 @@ def test_two_subscriptions_on_two_workers_use_a_shared_topic_dispatch_limit(cloc
     steady = sum(n for t, n in delivered if t >= t0 + 2.0) / 6.0
     assert steady == pytest.approx(500, rel=0.03)
     assert worst_window([(t, n) for t, n in delivered if t >= t0 + 1.0]) <= 500 * 1.05 + 100
+
+
+def test_the_keepers_beat_stretches_so_that_its_rounds_take_at_most_a_fifth_of_a_core() -> None:
+    from collectors.grants import MAX_DUTY, POLL_S, beat_s
+
+    assert beat_s(POLL_S, 0.0005) == POLL_S                  # a few limits: every 20 ms, as always
+    assert beat_s(POLL_S, 0.007) == pytest.approx(0.028)     # 100 shared limits: 7 ms of CPU, then 28 ms of rest
+    for round_s in (0.001, 0.007, 0.1, 2.0):
+        assert round_s / (round_s + beat_s(POLL_S, round_s)) <= MAX_DUTY + 1e-9
