@@ -313,7 +313,7 @@ def curve(quick: bool = False) -> list[dict[str, Any]]:
 def keeper_rows(sizes: tuple[int, ...] = (10, 100, 1000)) -> list[dict[str, Any]]:
     """A participant's grant keeper at rest: the CPU of a round in which nothing is asked (every pool filled),
     which its thread runs every ``POLL_S`` whatever happens -- the cost a worker with many limits pays for them."""
-    from collectors.grants import POLL_S
+    from collectors.grants import MAX_DUTY, POLL_S, beat_s
 
     out = []
     for limits in sizes:
@@ -332,9 +332,11 @@ def keeper_rows(sizes: tuple[int, ...] = (10, 100, 1000)) -> list[dict[str, Any]
             real.close()
         finally:
             cp.stop()
+        beat = beat_s(POLL_S, round_s)
         out.append(row(SECTION, f"participant of {limits:,} shared limits: a grant round with nothing to ask",
-                       1000 * round_s, "ms", note=f"{100 * round_s / POLL_S:.0f} % of a core at its {POLL_S * 1000:g}-ms "
-                                                  "beat"))
+                       1000 * round_s, "ms", note=f"one every {1000 * beat:.0f} ms (the beat stretches past "
+                                                  f"{POLL_S * 1000:g} ms to stay under {MAX_DUTY:.0%} of a core): "
+                                                  f"{100 * round_s / (round_s + beat):.0f} % of a core"))
     return out
 
 
