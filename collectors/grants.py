@@ -51,8 +51,8 @@ from protocol import Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit
 from .outcomes import OutcomeLog
 from .spends import SpendLog
 
-__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "MAX_DUTY", "beat_s", "OUTAGE_SWITCH_S", "SAFE_BURST_S",
-           "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S"]
+__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "MAX_DUTY", "beat_s", "OUTAGE_SWITCH_S",
+           "SAFE_BURST_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
@@ -210,8 +210,9 @@ def _tokens(v: float | None) -> float:
 
 def beat_s(poll_s: float, round_s: float) -> float:
     """How long the keeper waits for the next round (a wake-up cuts it short): ``poll_s``, or longer when a round
-    took ``round_s`` of CPU, so that at rest its thread takes at most ``MAX_DUTY`` of a core (a round looks at every pool: 7 ms
-    at 100 shared limits, a third of a core at a 20-ms beat, and it takes the GIL from the task it serves)."""
+    took ``round_s`` of CPU, so that at rest its thread takes at most ``MAX_DUTY`` of a core (a round looks at
+    every pool: 7 ms at 100 shared limits, a third of a core at a 20-ms beat, and it takes the GIL from the task
+    it serves)."""
     return max(poll_s, round_s * (1 - MAX_DUTY) / MAX_DUTY)
 
 

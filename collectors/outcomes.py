@@ -60,15 +60,11 @@ class OutcomeLog:
         """``n`` sends to ``topic`` ended with ``outcome`` (``latency_s``: how long the slowest took); returns it
         parsed."""
         outcome, n, retry_after_s, latency_s = checked_outcome(outcome, n, retry_after_s, latency_s)
-        slot = (Outcome.OK, Outcome.THROTTLED, Outcome.ERROR).index(outcome)
+        counts = tuple(n if outcome is o else 0.0 for o in (Outcome.OK, Outcome.THROTTLED, Outcome.ERROR))
+        slowest = latency_s if outcome is Outcome.OK else None
         with self._lock:
             for key in adaptive_keys(topic):
-                sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0, -1.0])
-                sums[slot] += n
-                if retry_after_s is not None:
-                    sums[3] = max(sums[3], retry_after_s)
-                if latency_s is not None and outcome is Outcome.OK:
-                    sums[4] = max(sums[4], latency_s)
+                self._merge(key, counts, retry_after_s, slowest)
         return outcome
 
     def urgent(self, key: str) -> bool:
@@ -90,14 +86,19 @@ class OutcomeLog:
     def restore(self, key: str, said: Outcomes) -> None:
         """Put back what an unanswered ask carried (added to what came since)."""
         with self._lock:
-            sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0, -1.0])
-            sums[0] += said.ok
-            sums[1] += said.throttled
-            sums[2] += said.errors
-            if said.retry_after_s is not None:
-                sums[3] = max(sums[3], said.retry_after_s)
-            if said.slowest_s is not None:
-                sums[4] = max(sums[4], said.slowest_s)
+            self._merge(key, (said.ok, said.throttled, said.errors), said.retry_after_s, said.slowest_s)
+
+    def _merge(self, key: str, counts: tuple[float, float, float], retry_after_s: float | None,
+               slowest_s: float | None) -> None:
+        """Add (ok, throttled, errors) to ``key``'s sums and keep the longest Retry-After and slowest send (under
+        the lock)."""
+        sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0, -1.0])
+        for i, count in enumerate(counts):
+            sums[i] += count
+        if retry_after_s is not None:
+            sums[3] = max(sums[3], retry_after_s)
+        if slowest_s is not None:
+            sums[4] = max(sums[4], slowest_s)
 
     def forget(self, keep: set[str]) -> None:
         """Drop the sums of limits no pool of this participant holds (nobody asks for them)."""

@@ -212,10 +212,9 @@ class AdaptiveRate:
 
     def snapshot(self, now_s: float) -> AdaptiveSnapshot:
         with self._lock:
-            now = now_s
-            self._roll(now)
+            self._roll(now_s)
             return AdaptiveSnapshot(self._rate, self.ceiling_per_s, self.floor_per_s,
-                                    max(0.0, self._paused_until - now), self.changed_by, self.ok, self.throttled,
+                                    max(0.0, self._paused_until - now_s), self.changed_by, self.ok, self.throttled,
                                     self.errors)
 
     # --- the rules (under the lock) ---------------------------------------------------------------------------
