@@ -18,7 +18,7 @@ Strictness (participants' messages strict, answers lenient): ``protocol.fields``
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from .fields import (
     MAX_LIST,
@@ -256,7 +256,7 @@ class Report(StrictModel):
                     "control plane keeps the values it holds for them. A key the control plane holds nothing for "
                     "(e.g. after its restart) is simply absent from the answer's usage map, and the participant "
                     "then sends it in full")
-    usage_map: bool = Field(True, description=(
+    usage_map: StrictBool = Field(True, description=(
         "True: the answer's usage map carries every live participant's usage of each shared limit reported "
         "(PIP-82's relay; a participant of 5,000 limits shared by 5 gets 25,000 entries back every interval). "
         "False: the answer carries only usageMissing, the keys the control plane holds nothing for (a participant "

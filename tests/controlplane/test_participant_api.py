@@ -82,9 +82,11 @@ def test_without_the_usage_map_the_answer_names_only_what_the_control_plane_lack
     assert mapped.usage[RG_KEY]["um"].usage_msgs_per_s == 20 and mapped.usage[other]["um"].usage_msgs_per_s == 5
     assert part.post("/v1/goodbye", json={"participant_id": "um"}).status_code == 204
 
+
 @pytest.mark.parametrize("body", [
     {"seq": 1},
     report("bad", extra_field=1),
+    report("bad", usage_map="no"),                      # a JSON boolean, not a word that reads like one
     report("bad", usage=[usage("rg-p", -5)]),
     report("bad", usage=[usage("rg-p", 1), usage("rg-p", 2)]),
     report("bad", buckets=[{"level": "topic", "name": "x", "kind": "publish", "msgs": {"tokens": "many"}}]),
