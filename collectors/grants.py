@@ -111,6 +111,10 @@ class Grants:
         self._retry_at: dict[str, float] = {}
         self._paused_until: dict[str, float] = {}   # an adaptive limit whose sink asked for a pause: until then
         self._outage_since: float | None = None
+        # the first of the grant asks that failed in a row: a report that gets through ends an outage, but not
+        # this -- a control-plane replica whose grant store is down answers reports and refuses asks, and an
+        # outage started afresh at every report never reached the safe rate (the pools ran dry, the limit stalled)
+        self._asks_failing_since: float | None = None
         self._most_holders = 0
 
     def mode(self, key: str, limit: Rate) -> tuple[Rate, tuple[float, float] | None]:
@@ -165,6 +169,7 @@ class Grants:
                         safe_bytes_per_s=max(0.0, last.safe_bytes_per_s) if last else 0.0, outcomes=outcomes)
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
+        self._asks_failing_since = None
         last = self._last.get(grant.key)
         chunk = (grant.chunk_msgs, grant.chunk_bytes)
         if last is not None and ask.wants_msgs <= 0 and ask.wants_bytes <= 0:
@@ -189,6 +194,12 @@ class Grants:
         sent) unless an outage already runs."""
         if self._outage_since is None:
             self._outage_since = self._now_s() if since is None else min(since, self._now_s())
+
+    def ask_failed(self, since: float) -> None:
+        """A grant ask sent at ``since`` failed: an outage, from the first ask of those that failed in a row."""
+        if self._asks_failing_since is None:
+            self._asks_failing_since = min(since, self._now_s())
+        self.unreachable(self._asks_failing_since)
 
     def reachable(self) -> None:
         self._outage_since = None
@@ -357,7 +368,7 @@ class GrantKeeper:
             for ask, pool in asks:
                 if ask.outcomes is not None:
                     self.outcomes.restore(pool.key, ask.outcomes)
-            self.grants.unreachable(since=now)   # (from when the ask was sent: it may have hung for its timeout)
+            self.grants.ask_failed(since=now)   # (from when the ask was sent: it may have hung for its timeout)
             log.debug("throttlescope: grant ask failed: %s", e)
             self._refresh()
             return 0

@@ -169,6 +169,33 @@ def test_an_ask_that_hangs_until_its_timeout_is_an_outage_from_when_it_was_sent(
     assert p.report_now() and topic.capacity == (1000, 0)              # answered again: the pool
 
 
+def test_asks_refused_while_reports_get_through_still_reach_the_safe_rate(clock: ManualClock) -> None:
+    """A control-plane replica whose grant store is down answers reports and refuses asks (503): every report
+    that gets through must not start the outage afresh, or the pools stay dry and the limit stalls."""
+    cp, (p, q) = world(clock)
+    producers = [p.producer(TOPIC), q.producer(TOPIC)]
+    send(clock, [p, q], producers, 2.0)
+    topic = p.limits.limiter(Level.TOPIC, TOPIC)
+    asked = cp.grant
+
+    def refused(request, timeout_s=None):
+        raise Unreachable("HTTP 503: the shared state store cannot be used")
+
+    cp.grant = refused
+    for _ in range(int(2 * OUTAGE_SWITCH_S / 0.1)):
+        assert p.report_now()                                           # reports get through...
+        producers[0].try_acquire(1000)
+        p.grant_keeper.run_once()                                       # ... asks do not
+        clock.advance(0.1)
+    p.grant_keeper.run_once()
+    assert topic.capacity is None and topic.rate == Rate(500)          # the static split, not a dry pool
+    cp.grant = asked
+    p.grant_keeper.run_once()
+    assert p.report_now()
+    p.grant_keeper.run_once()
+    assert topic.capacity == (1000, 0)                                 # asks answered again: the pool
+
+
 def read_until(clock: ManualClock, parts: list, dispatchers: list, seconds: float) -> list[tuple]:
     """Every dispatcher reads as a consumer does: a granted read is delivered (5 ms), a throttled one waits its
     backoff; each participant's keeper runs every 20 ms. Returns (time, entries) of every delivered read."""
