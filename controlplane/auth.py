@@ -43,9 +43,21 @@ def _load_or_create(path: Path, what: str, err: TextIO) -> str:
         st = path.stat()
     except FileNotFoundError:
         token = secrets.token_urlsafe(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(token + "\n")
+        # written whole under a temporary name, then linked into place: replicas started together over one data
+        # directory all find the one token whichever of them made it (an O_EXCL create let the others read the
+        # file before its writer had filled it, or fail on it)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, path)
+        except FileExistsError:   # another process made it first: its token it is
+            return _load_or_create(path, what, err)
+        finally:
+            tmp.unlink(missing_ok=True)
         print(f"throttlescope control plane: generated a new {what} token, stored in {path} (mode 0600).\n"
               f"Send it as 'Authorization: Bearer <token>'. It is shown only this once:\n\n    {token}\n",
               file=err, flush=True)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from controlplane.auth import load_tokens
+from controlplane.auth import ADMIN_TOKEN_FILE, PARTICIPANT_TOKEN_FILE, load_tokens
 from controlplane.config import ConfigError, Settings, parse_settings
 from controlplane.middleware import json_depth
 
@@ -36,6 +36,13 @@ def test_env_then_flags_win() -> None:
     assert s.stale_after_s == 4.0
 
 
+def test_replica_settings() -> None:
+    s = parse_settings([], env={})
+    assert (s.redis_url, s.reuse_port) == (None, False)   # one process, its grants in memory: the default
+    s = parse_settings(["--reuse-port"], env={"THROTTLESCOPE_REDIS_URL": "redis://127.0.0.1:6379/2"})
+    assert (s.redis_url, s.reuse_port) == ("redis://127.0.0.1:6379/2", True)
+
+
 @pytest.mark.parametrize(("argv", "env", "needle"), [
     (["--port", "0"], {}, "--port must be a port number 1..65535"),
     (["--port", "70000"], {}, "1..65535"),
@@ -50,6 +57,9 @@ def test_env_then_flags_win() -> None:
      "THROTTLESCOPE_METRICS_TOPIC_LABELS must be one of 1/true/yes/on or 0/false/no/off, got 'maybe'"),
     ([], {"THROTTLESCOPE_ADMIN_TOKEN": "short"}, "THROTTLESCOPE_ADMIN_TOKEN must be 16..1024 characters long (got 5)"),
     ([], {"THROTTLESCOPE_TOKEN": "p" * 15 + " "}, "THROTTLESCOPE_TOKEN must be printable ASCII without spaces"),
+    (["--redis-url", "localhost:6379"], {},
+     "--redis-url must be a Redis URL (redis://..., rediss://..., unix://...), got 'localhost:6379'"),
+    ([], {"THROTTLESCOPE_REUSE_PORT": "maybe"}, "THROTTLESCOPE_REUSE_PORT must be one of"),
 ])
 def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -138,3 +148,22 @@ def test_json_depth_is_the_real_nesting(value: object, ascii_only: bool) -> None
 def test_settings_is_frozen() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         Settings().port = 1  # type: ignore[misc]
+
+
+def test_replicas_starting_together_over_one_data_directory_share_one_pair_of_tokens(tmp_path: Path) -> None:
+
+    import threading
+    got: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def start() -> None:
+        barrier.wait()
+        got.append(load_tokens(tmp_path, err=io.StringIO()))
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and len(set(got)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([ADMIN_TOKEN_FILE, PARTICIPANT_TOKEN_FILE])
