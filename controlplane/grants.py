@@ -35,6 +35,12 @@ outage lasts, and a restart itself can take seconds on a loaded machine (a marke
 the participants of a 1.5-s outage, which then took 700 msgs/s each of a 1,000 limit for most of a second).
 Learning needlessly costs a newcomer half the limit for ``learning_s``; so only a marker untouched for a day is
 taken for a platform whose jobs are gone.
+
+Where the windows live (``controlplane.grant_tables``): in this process by default; with ``--redis-url``, in
+Redis, so that several replicas answer as this one book would (each answer runs on the limits it reads, in one
+optimistic transaction, and again on fresh copies if another replica wrote them meanwhile). Learning is then
+the whole platform's: a Redis that comes back empty has lost every window, and the first replica to notice sets
+the learning time for all (from its marker, as above).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.adaptive import AdaptiveLimit
+from controlplane.grant_tables import GrantTable, MemoryTable
 from limiter.grants import DEFAULT_BURST_S, GrantWindow
 from limiter.policy import Level, Rate
 from protocol import Grant, GrantAsk, Limit, PolicySet, PolicyView, limit_key, parse_limit_key
@@ -101,73 +108,94 @@ class GrantBook:
 
     def __init__(self, interval_s: float, data_dir: Path | None = None, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 learning_s: float | None = None):
+                 learning_s: float | None = None, table: GrantTable | None = None):
         self.interval_s = interval_s
         self._clock, self._wall = clock, wall
-        self._lock = threading.Lock()
-        self._limits: dict[str, _Limit] = {}
+        # where the windows live: here, or in Redis for replicas (controlplane.grant_tables; its clock is then
+        # the wall clock, which every replica shares)
+        self._table: GrantTable = table if table is not None else MemoryTable()
         self._view: PolicyView | None = None
+        self._view_lock = threading.Lock()
         self._marker = None if data_dir is None else Path(data_dir) / MARKER
         self._touched_at = -math.inf
-        learning = learning_s_for(interval_s) if learning_s is None else learning_s
-        self.learning_until = -math.inf
-        if self._marker is not None and learning > 0:
-            try:
-                age = wall() - self._marker.stat().st_mtime
-            except OSError:
-                age = math.inf
-            if age < MARKER_STALE_S:
-                self.learning_until = clock() + learning
+        self._learning_s = learning_s_for(interval_s) if learning_s is None else learning_s
+        self.learning_until = self._fresh_learning_until()
+
+    def _fresh_learning_until(self) -> float:
+        """Learn from now on if participants of before may still be out there (the marker is recent)."""
+        if self._marker is None or self._learning_s <= 0:
+            return -math.inf
+        try:
+            age = self._wall() - self._marker.stat().st_mtime
+        except OSError:
+            return -math.inf
+        return self._clock() + self._learning_s if age < MARKER_STALE_S else -math.inf
 
     @property
     def learning(self) -> bool:
         return self._clock() < self.learning_until
 
     def _policy_view(self, policies: PolicySet) -> PolicyView:
-        view = self._view
-        if view is None or view.version != policies.version:
-            view = self._view = PolicyView(policies)
-        return view
+        with self._view_lock:
+            view = self._view
+            if view is None or view.version != policies.version:
+                view = self._view = PolicyView(policies)
+            return view
+
+    def _edit(self, keys: Iterable[str], fn: Callable[[dict[str, _Limit], bool], Any]) -> Any:
+        """``fn(limits, learning)`` on the limits of ``keys``, learning by the shared store's epoch if it has one."""
+        def run(limits: dict[str, _Limit], shared_learning_until: float | None) -> Any:
+            if shared_learning_until is not None:
+                self.learning_until = shared_learning_until
+            return fn(limits, self._clock() < self.learning_until)
+
+        return self._table.edit(keys, run, self._fresh_learning_until)[0]
 
     def answer(self, participant_id: str, asks: Iterable[GrantAsk], policies: PolicySet) -> list[Grant]:
         """One grant per ask, in order."""
         view = self._policy_view(policies)
-        now = self._clock()
-        learning = now < self.learning_until
-        out = []
-        with self._lock:
-            for ask in asks:
-                key = limit_key(ask.level, ask.direction, ask.name)
-                limit = view.limit(Level(ask.level), ask.direction, ask.name)
-                rate = limit.rate
-                if not limit.shared or rate.is_unlimited:
-                    self._limits.pop(key, None)
-                    out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction))
-                    continue
-                windows = self._limits.get(key)
-                if windows is None or windows.msgs.window_s != rate.period_s:
-                    windows = self._limits[key] = _Limit(rate.period_s)
-                windows.smooth(limit.adaptive_floor_per_s is not None)
-                proportional = limit.strategy.value == "proportional"
-                # an ask that wants nothing at all says the participant is done with the limit for now
-                leaving = ask.wants_msgs <= 0 and ask.wants_bytes <= 0
-                msgs_capacity, pause_s = windows.adapt(limit, rate, ask, now)
-                if pause_s > 0:   # the sink asked for a pause: nothing for anyone until then (what it says is kept)
-                    ask = ask.model_copy(update={"wants_msgs": 0.0, "wants_bytes": 0.0})
-                m = _one(windows.msgs, participant_id, msgs_capacity, rate.period_s, ask, "msgs", now, learning,
-                         proportional, leaving)
-                b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
-                         "bytes", now, learning, proportional, leaving)
-                out.append(Grant(level=ask.level, name=ask.name, direction=ask.direction,
-                                 msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
-                                 bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
-                                 fair_bytes_per_s=b[4], pause_s=pause_s,
-                                 holders=max(windows.msgs.holders(now), windows.bytes.holders(now))))
-        self._touch(now)
+        asks = list(asks)
+        keys = [limit_key(ask.level, ask.direction, ask.name) for ask in asks]
+
+        def answer_all(limits: dict[str, _Limit], learning: bool) -> list[Grant]:
+            now = self._clock()
+            return [self._answer_one(limits, key, view, participant_id, ask, now, learning)
+                    for key, ask in zip(keys, asks, strict=True)]
+
+        out = self._edit(keys, answer_all)
+        self._touch(self._clock(), any(g.msgs >= 0 or g.bytes >= 0 for g in out))
         return out
 
-    def _touch(self, now: float) -> None:
-        if self._marker is None or now - self._touched_at < self.interval_s or not self._limits:
+    @staticmethod
+    def _answer_one(limits: dict[str, _Limit], key: str, view: PolicyView, participant_id: str, ask: GrantAsk,
+                    now: float, learning: bool) -> Grant:
+        limit = view.limit(Level(ask.level), ask.direction, ask.name)
+        rate = limit.rate
+        if not limit.shared or rate.is_unlimited:
+            limits.pop(key, None)
+            return Grant(level=ask.level, name=ask.name, direction=ask.direction)
+        windows = limits.get(key)
+        if windows is None or windows.msgs.window_s != rate.period_s:
+            windows = limits[key] = _Limit(rate.period_s)
+        windows.smooth(limit.adaptive_floor_per_s is not None)
+        proportional = limit.strategy.value == "proportional"
+        # an ask that wants nothing at all says the participant is done with the limit for now
+        leaving = ask.wants_msgs <= 0 and ask.wants_bytes <= 0
+        msgs_capacity, pause_s = windows.adapt(limit, rate, ask, now)
+        if pause_s > 0:   # the sink asked for a pause: nothing for anyone until then (what it says is kept)
+            ask = ask.model_copy(update={"wants_msgs": 0.0, "wants_bytes": 0.0})
+        m = _one(windows.msgs, participant_id, msgs_capacity, rate.period_s, ask, "msgs", now, learning,
+                 proportional, leaving)
+        b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
+                 "bytes", now, learning, proportional, leaving)
+        return Grant(level=ask.level, name=ask.name, direction=ask.direction,
+                     msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
+                     bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
+                     fair_bytes_per_s=b[4], pause_s=pause_s,
+                     holders=max(windows.msgs.holders(now), windows.bytes.holders(now)))
+
+    def _touch(self, now: float, asked: bool) -> None:
+        if self._marker is None or now - self._touched_at < self.interval_s or not asked:
             return
         self._touched_at = now
         # (a clean stop keeps it too: the participants go on spending their grants and fallback rates after it)
@@ -177,24 +205,25 @@ class GrantBook:
     def adaptive_trace(self) -> dict[str, list[dict[str, float]]]:
         """Per adaptive limit, its trace (``controlplane.adaptive``: a point a second while anyone asks)."""
         now, wall = self._clock(), self._wall()
-        with self._lock:
-            return {key: w.adaptive.trace(now, wall) for key, w in sorted(self._limits.items())
-                    if w.adaptive is not None}
+        return self._table.read(lambda limits: {key: w.adaptive.trace(now, wall) for key, w in sorted(limits.items())
+                                                if w.adaptive is not None})
 
     def goodbye(self, participant_id: str) -> None:
         """``participant_id`` left for good (its process ends): no longer counted by any limit's safe split."""
-        with self._lock:
-            for windows in self._limits.values():
+        def leave(limits: dict[str, _Limit]) -> None:
+            for windows in limits.values():
                 windows.msgs.leave(participant_id)
                 windows.bytes.leave(participant_id)
+
+        self._table.edit_all(leave, self._fresh_learning_until)
 
     def view(self) -> dict[str, Any]:
         """Per shared limit: tokens granted in the last window and how many participants asked."""
         now = self._clock()
-        with self._lock:
-            limits = {key: {"grantedMsgs": w.msgs.granted(now), "grantedBytes": w.bytes.granted(now),
-                            "askers": max(w.msgs.askers(now), w.bytes.askers(now)), "windowSeconds": w.msgs.window_s}
-                      for key, w in sorted(self._limits.items())}
+        limits = self._table.read(lambda book: {
+            key: {"grantedMsgs": w.msgs.granted(now), "grantedBytes": w.bytes.granted(now),
+                  "askers": max(w.msgs.askers(now), w.bytes.askers(now)), "windowSeconds": w.msgs.window_s}
+            for key, w in sorted(book.items())})
         return {"learning": now < self.learning_until, "limits": limits}
 
     def shares(self, holders: dict[str, Iterable[str]], policies: PolicySet) -> dict[str, dict[str, Any]]:
@@ -205,16 +234,17 @@ class GrantBook:
         limit nobody asked about has no window (``windowSeconds`` None), nor any share."""
         view = self._policy_view(policies)
         now = self._clock()
-        out: dict[str, dict[str, Any]] = {}
-        with self._lock:
-            for key in sorted({*holders, *self._limits}):
+
+        def read(limits: dict[str, _Limit]) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for key in sorted({*holders, *limits}):
                 level, direction, name = parse_limit_key(key)
                 try:
                     limit = view.limit(Level(level), direction, name)
                 except ValueError:   # not a level: nothing is configured there
                     limit = None
                 rate = limit.rate if limit is not None and limit.shared else None
-                windows = self._limits.get(key)
+                windows = limits.get(key)
                 entry: dict[str, Any] = {"windowSeconds": None if windows is None else windows.msgs.window_s,
                                          "askers": 0 if windows is None else
                                          max(windows.msgs.askers(now), windows.bytes.askers(now)),
@@ -240,7 +270,9 @@ class GrantBook:
                             got[dim] = {"granted": window.granted_to(pid, now),
                                         "fairPerSecond": window.fair_rate(pid, per_s, now) if asked else 0.0}
                 out[key] = entry
-        return out
+            return out
+
+        return self._table.read(read)
 
 
 def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask: GrantAsk, dim: str, now: float,

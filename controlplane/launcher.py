@@ -13,6 +13,7 @@ so using it costs no FastAPI import.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["free_port", "env_without_settings", "spawn", "end"]
+__all__ = ["free_port", "env_without_settings", "spawn", "end", "RedisServer"]
 
 HOST = "127.0.0.1"
 
@@ -89,3 +90,41 @@ def _tail(log_path: Path | None, chars: int = 2000) -> str:
         return log_path.read_text(errors="replace")[-chars:]
     except OSError as e:
         return f"(log unreadable: {e})"
+
+
+class RedisServer:
+    """Debian's ``redis-server`` on a loopback port, without persistence (what the replicated control plane's
+    shared state needs, see controlplane.grant_tables). ``start`` again after ``close`` keeps the port: a Redis
+    restarted where everyone looks for it."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.binary = shutil.which("redis-server")
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{HOST}:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> RedisServer:
+        if self.binary is None:
+            raise RuntimeError("redis-server was not found (Debian: apt-get install redis-server)")
+        self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", HOST, "--save", "",
+                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode} (port {self.port} taken?)")
+            try:
+                with socket.create_connection((HOST, self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.close()
+        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout_s:g} s")
+
+    def close(self, sig: int = signal.SIGTERM) -> None:
+        end(self.proc, sig)
+        self.proc = None

@@ -144,6 +144,17 @@ class AdaptiveRate:
         self._congested = False         # a congestion signal in the current epoch
         self.ok = self.throttled = self.errors = 0
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable (a control plane keeps an adaptive limit's state in a shared store): all but the lock."""
+        with self._lock:
+            state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def slow_s(self) -> float | None:
         """An OK slower than this is congestion (None: latency is no signal); settable live."""

@@ -4,16 +4,13 @@ data directory) and Debian's ``redis-server`` (no persistence). Both are ended b
 from __future__ import annotations
 
 import secrets
-import shutil
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 
-from controlplane.launcher import end, env_without_settings, free_port, spawn
+from controlplane.launcher import RedisServer, end, env_without_settings, free_port, spawn
 
 __all__ = ["ControlPlaneServer", "RedisServer"]
 
@@ -43,34 +40,3 @@ class ControlPlaneServer:
 
     def admin(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=10)
-
-
-class RedisServer:
-    def __init__(self) -> None:
-        self.binary = shutil.which("redis-server")
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float = 10.0) -> RedisServer:
-        if self.binary is None:
-            raise RuntimeError("redis-server was not found (Debian: apt-get install redis-server)")
-        self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                time.sleep(0.05)
-        self.close()
-        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout_s:g} s")
-
-    def close(self) -> None:
-        end(self.proc)

@@ -1,0 +1,187 @@
+"""Where the grant book keeps each shared limit's windows: in this process, or in Redis for several replicas.
+
+How it works and why
+--------------------
+``controlplane.grants.GrantBook`` works out every answer on a dict ``limit key -> _Limit`` (a limit's two
+``GrantWindow``s and its adaptive state). A table hands it that dict and keeps what it did to it:
+
+- ``MemoryTable`` (the default, one process): the dict lives here; ``edit`` runs the book's function on it
+  under one lock. Nothing is copied.
+- ``RedisTable`` (``--redis-url``: several control-plane replicas behind one address): each limit is one Redis
+  string, ``<prefix>limit:<key>``, holding the pickled ``_Limit``. ``edit(keys, fn)`` is Redis's optimistic
+  transaction: ``WATCH`` the keys, read them, run ``fn`` on the loaded objects, then ``MULTI``/``SET``/``EXEC``.
+  If another replica wrote one of them in between, ``EXEC`` fails, and ``fn`` runs again on fresh copies (at most
+  ``MAX_TRIES`` times; then ``StateStoreUnavailable``). So two replicas answering asks of one limit at once
+  serialise exactly as two asks do in one process: no window is ever granted twice, whichever replica a
+  participant talks to. Each blob expires ``idle_ttl_s`` after its last ask (a limit nobody asks about is
+  forgotten, as after a restart).
+
+Why whole objects and not a Lua script per ask: the grant rules (``limiter.grants``) stay in one place, in Python;
+a script would be a second copy of them to keep in step. The cost is a read and a write of a limit's state per
+ask (~1-2 kB for five holders) -- a report of thousands of limits costs that many; the replicated mode is for
+spreading participants over processes and surviving one, not for PIP-82's largest case (docs/architecture.md).
+
+Times in the windows are the book's clock, which with Redis is the wall clock (``time.time``): replicas on
+different hosts share no monotonic clock, so hosts need synchronised clocks (as reports' ``sent_at`` already do).
+
+Blobs are read with a restricted unpickler that builds only the grant classes and plain containers
+(``ALLOWED``): a Redis that someone else can write to must not be a way to run code in the control plane.
+
+A Redis restarted (or flushed) has lost every window while participants still spend the grants they got; the
+book must re-learn as after its own restart. The epoch key ``<prefix>epoch`` holds the time until which the
+book learns; ``edit`` reads it with the limits, and when it is gone (a fresh Redis) writes the value the book's
+``on_fresh`` gives (learning for a while if its marker says participants may be out there), once, for every
+replica (``SET NX``). Run the Redis without persistence (``--save '' --appendonly no``): a snapshot restored
+minutes old would bring back windows that miss the grants made since, and no learning.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+__all__ = ["GrantTable", "MemoryTable", "RedisTable", "StateStoreUnavailable", "ALLOWED", "MAX_TRIES",
+           "loads", "dumps"]
+
+MAX_TRIES = 50
+ALLOWED = {("controlplane.grants", "_Limit"), ("limiter.grants", "GrantWindow"), ("limiter.spent", "SpentWindow"),
+           ("controlplane.adaptive", "AdaptiveLimit"), ("limiter.adaptive", "AdaptiveRate"),
+           ("limiter.adaptive", "Outcome"), ("collections", "deque"), ("collections", "OrderedDict")}
+
+
+class StateStoreUnavailable(RuntimeError):
+    """The shared state store (Redis) cannot be reached, or its contents cannot be read; answered with 503."""
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not a grant-state class")
+        return super().find_class(module, name)
+
+
+def dumps(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads(blob: bytes) -> Any:
+    return _Unpickler(io.BytesIO(blob)).load()
+
+
+class GrantTable(Protocol):
+    def edit(self, keys: Iterable[str], fn: Callable[[dict[str, Any], float | None], Any],
+             on_fresh: Callable[[], float]) -> tuple[Any, float | None]:
+        """Run ``fn(limits, learning_until)`` on the limits of ``keys`` (a dict it may add to, change and pop
+        from) and keep what it did; (its result, ``learning_until``): a shared store's learning-until time
+        (``on_fresh()`` for a fresh store), None for one process's table (the book's own holds)."""
+
+    def read(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
+        """Run ``fn`` on every limit, read-only."""
+
+    def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
+        """Run ``fn`` on every limit and keep what it did."""
+
+
+class MemoryTable:
+    """The limits in this process, under one lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._limits: dict[str, Any] = {}
+
+    def edit(self, keys: Iterable[str], fn: Callable[[dict[str, Any], float | None], Any],
+             on_fresh: Callable[[], float]) -> tuple[Any, float | None]:
+        with self._lock:
+            return fn(self._limits, None), None
+
+    def read(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
+        with self._lock:
+            return fn(self._limits)
+
+    def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
+        return self.read(fn)
+
+
+class RedisTable:
+    """The limits in Redis, one pickled ``_Limit`` per key, changed by optimistic transactions (module essay)."""
+
+    def __init__(self, url: str, prefix: str = "throttlescope:grants:", idle_ttl_s: float = 300.0,
+                 timeout_s: float = 2.0, client: Any = None) -> None:
+        import redis  # only the replicated mode needs it
+
+        self._redis_errors = (redis.RedisError, OSError)
+        self._watch_error = redis.WatchError
+        self.url, self.prefix = url, prefix
+        self.idle_ttl_ms = max(1000, int(idle_ttl_s * 1000))
+        self._redis = client if client is not None else redis.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30)
+        self._epoch = prefix + "epoch"
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}limit:{key}"
+
+    def edit(self, keys: Iterable[str], fn: Callable[[dict[str, Any], float | None], Any],
+             on_fresh: Callable[[], float]) -> tuple[Any, float | None]:
+        names = sorted(set(keys))
+        try:
+            for _ in range(MAX_TRIES):
+                with self._redis.pipeline() as pipe:
+                    try:
+                        pipe.watch(self._epoch, *(self._key(k) for k in names))
+                        epoch, *blobs = pipe.mget(self._epoch, *(self._key(k) for k in names))
+                        limits = {k: loads(b) for k, b in zip(names, blobs, strict=True) if b is not None}
+                        loaded = set(limits)
+                        learning_until = float(epoch) if epoch is not None else on_fresh()
+                        result = fn(limits, learning_until)
+                        pipe.multi()
+                        if epoch is None:
+                            pipe.set(self._epoch, repr(learning_until), nx=True)
+                        for k, limit in limits.items():
+                            pipe.set(self._key(k), dumps(limit), px=self.idle_ttl_ms)
+                        gone = [self._key(k) for k in loaded - set(limits)]
+                        if gone:
+                            pipe.delete(*gone)
+                        pipe.execute()
+                        return result, learning_until
+                    except self._watch_error:
+                        continue
+        except self._redis_errors as e:
+            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
+        except pickle.UnpicklingError as e:
+            raise StateStoreUnavailable(f"the shared state store {self.url} holds grant state this version "
+                                        f"cannot read: {e}") from e
+        raise StateStoreUnavailable(f"the shared state store {self.url} kept changing under {len(names)} limits "
+                                    f"({MAX_TRIES} tries); try again")
+
+    def _all_keys(self) -> list[str]:
+        head = len(self._key(""))
+        return sorted(name.decode()[head:] for name in self._redis.scan_iter(match=self._key("*"), count=1000))
+
+    def read(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
+        try:
+            keys = self._all_keys()
+            blobs = self._redis.mget([self._key(k) for k in keys]) if keys else []
+            return fn({k: loads(b) for k, b in zip(keys, blobs, strict=True) if b is not None})
+        except self._redis_errors as e:
+            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
+        except pickle.UnpicklingError as e:
+            raise StateStoreUnavailable(f"the shared state store {self.url} holds grant state this version "
+                                        f"cannot read: {e}") from e
+
+    def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
+        try:
+            keys = self._all_keys()
+        except self._redis_errors as e:
+            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
+        return self.edit(keys, lambda limits, _learning_until: fn(limits), on_fresh)[0]
+
+    def learning_until(self) -> float | None:
+        """The shared learning-until time, None while no replica has set it (a fresh store)."""
+        try:
+            value = self._redis.get(self._epoch)
+        except self._redis_errors as e:
+            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
+        return None if value is None else float(value)
