@@ -141,6 +141,12 @@ class LiveState:
 
     # ------------------------------------------------------------ queries
 
+    def last_seq(self, participant_id: str) -> int:
+        """The ``seq`` of the participant's last accepted report (-1: not live)."""
+        with self._lock:
+            peer = self._peers.get(participant_id)
+            return -1 if peer is None else peer.report.seq
+
     def usage_map(self, keys: Iterable[str]) -> dict[str, dict[str, UsageValues]]:
         with self._lock:
             return self._usage.users_of(keys)
