@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -38,14 +39,44 @@ def serve(argv: Sequence[str]) -> int:
     except (ConfigError, StoreError) as e:
         print(f"throttlescope control plane: {e}", file=sys.stderr)
         return 2
+    replicas = f", grants in {settings.redis_url}" if settings.redis_url else ""
     print(f"throttlescope control plane: serving on http://{settings.host}:{settings.port} "
           f"(data in {settings.data_dir}, report interval {settings.report_interval_s:g}s, "
-          f"reads {'open' if settings.open_reads else 'need a token'})", file=sys.stderr, flush=True)
+          f"reads {'open' if settings.open_reads else 'need a token'}{replicas}"
+          f"{', port shared (SO_REUSEPORT)' if settings.reuse_port else ''})", file=sys.stderr, flush=True)
     tune_gc()
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                # one line per participant report per second drowns everything else; debug shows them
-                access_log=settings.log_level == "debug")
+    # one line per participant report per second drowns everything else; debug shows them
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                            access_log=settings.log_level == "debug")
+    server = uvicorn.Server(config)
+    if not settings.reuse_port:
+        server.run()
+        return 0
+    try:
+        sock = shared_port_socket(settings.host, settings.port)
+    except OSError as e:
+        print(f"throttlescope control plane: cannot bind {settings.host}:{settings.port} with SO_REUSEPORT: "
+              f"{e.strerror}", file=sys.stderr)
+        return 2
+    server.run(sockets=[sock])
     return 0
+
+
+def shared_port_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port with SO_REUSEPORT: every replica on this host binds the same one, and
+    the kernel spreads new connections over them; a replica that dies leaves the others serving the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 # Objects the young generation may gain before a collection (CPython's default: 700).

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from controlplane.context import Context, get_ctx
-from controlplane.errors import not_found
+from controlplane.errors import not_found, unavailable
+from controlplane.grant_tables import StateStoreUnavailable
 from controlplane.middleware import replay_body
 from controlplane.state import LiveState
 from protocol import (
@@ -54,8 +55,11 @@ async def report(body: Report, ctx: Ctx) -> Response:
 
 
 def answer_report(ctx: Context, body: Report) -> bytes:
-    """Ingest one valid report and render the answer (JSON of a ``ReportResponse``)."""
-    return report_response(ctx.live, ctx.policies(), ctx.settings.report_interval_s, body).model_dump_json().encode()
+    """Ingest one valid report and render the answer (JSON of a ``ReportResponse``); a replica passes it on."""
+    answer = report_response(ctx.live, ctx.policies(), ctx.settings.report_interval_s, body)
+    if answer.accepted and ctx.reports is not None:
+        ctx.reports.put(body)
+    return answer.model_dump_json().encode()
 
 
 def report_response(live: LiveState, policies: PolicySet, interval_s: float, body: Report) -> ReportResponse:
@@ -124,7 +128,11 @@ class ParticipantFastPath:
         except ValidationError:
             await self.app(scope, replay_body(body, receive), send)   # the route says what is wrong
             return
-        payload = answer(self.ctx, parsed)
+        try:
+            payload = answer(self.ctx, parsed)
+        except StateStoreUnavailable as e:   # a replica without its Redis: 503, the participant retries
+            await unavailable(e)(scope, receive, send)
+            return
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode())]})
@@ -135,6 +143,8 @@ class ParticipantFastPath:
              responses={204: {"description": "Removed"}, 404: {"description": "Not a live participant"}})
 async def goodbye(body: Goodbye, ctx: Ctx) -> Response:
     ctx.grants.goodbye(body.participant_id)   # (what it was granted stays in the windows until it slides out)
+    if ctx.reports is not None:
+        ctx.reports.bye(body.participant_id)
     if not ctx.live.goodbye(body.participant_id):
         raise not_found(f"participant {body.participant_id!r} is not live (never reported, or already removed)")
     return Response(status_code=204)

@@ -5,6 +5,7 @@ Tests build one app per data directory; ``python -m controlplane`` builds one an
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,9 +29,11 @@ from controlplane import (
 from controlplane.auth import Tokens
 from controlplane.config import Settings, package_version
 from controlplane.context import Context
+from controlplane.grant_tables import RedisTable
 from controlplane.grants import GrantBook
 from controlplane.middleware import GuardMiddleware
 from controlplane.principals import Directory
+from controlplane.shared_reports import ReportFollower, ReportStream
 from controlplane.state import LiveState
 from controlplane.store import Store
 
@@ -100,17 +103,30 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
                live: LiveState | None = None, grants: GrantBook | None = None) -> FastAPI:
     store = store if store is not None else Store(settings.data_dir)
     live = live if live is not None else LiveState(settings.report_interval_s)
-    grants = grants if grants is not None else GrantBook(settings.report_interval_s, settings.data_dir)
+    if grants is None:
+        # replicas: the windows in Redis, on the wall clock every replica shares (controlplane.grant_tables)
+        grants = GrantBook(settings.report_interval_s, settings.data_dir, clock=time.time,
+                           table=RedisTable(settings.redis_url)) if settings.redis_url else \
+            GrantBook(settings.report_interval_s, settings.data_dir)
+
+    # replicas: every replica's live state is the whole platform's (controlplane.shared_reports)
+    reports = ReportStream(settings.redis_url) if settings.redis_url else None
+    follower = ReportFollower(reports, live) if reports is not None else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if follower is not None:
+            follower.start()
         yield
+        if follower is not None:
+            follower.stop()
         store.close()
 
     app = FastAPI(title="throttlescope control plane", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan)
     directory = Directory(store, tokens)
-    app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory, grants=grants)
+    app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory, grants=grants,
+                            reports=reports)
     errors.install(app)
     for module in (api_participant, api_groups, api_policies, api_broker, api_tenants, api_principals,
                    api_state):  # reports: matched first

@@ -2,7 +2,8 @@
 
 ``python -m controlplane --host 127.0.0.1 --port 8000 --data-dir ./data`` (the defaults). Environment:
 THROTTLESCOPE_HOST, THROTTLESCOPE_PORT, THROTTLESCOPE_DATA_DIR, THROTTLESCOPE_REPORT_INTERVAL_S,
-THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL, THROTTLESCOPE_METRICS_TOPIC_LABELS; the bootstrap tokens
+THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL, THROTTLESCOPE_METRICS_TOPIC_LABELS, THROTTLESCOPE_REDIS_URL and
+THROTTLESCOPE_REUSE_PORT (replicas: see docs/architecture.md, "Several replicas"); the bootstrap tokens
 THROTTLESCOPE_ADMIN_TOKEN and THROTTLESCOPE_TOKEN (not set: auth.py reads or makes them in the data directory).
 A value out of range stops the start with a message naming the flag or variable and what is allowed (a token's
 message never shows the token).
@@ -35,6 +36,7 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_INFLATED_BYTES = 32 * 1024 * 1024   # a gzip body inflated (a report of 5,000 limits is ~3 MB of JSON)
 MAX_JSON_DEPTH = 32
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def _port(value: Any) -> int:
@@ -62,6 +64,15 @@ def _directory(value: Any) -> Path:
     return Path(value)
 
 
+def _redis_url(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text.startswith(REDIS_SCHEMES) or any(c.isspace() for c in text):
+        raise ValueError(f"must be a Redis URL ({', '.join(s + '...' for s in REDIS_SCHEMES)}), got {text!r}")
+    return text
+
+
 def _log_level(value: Any) -> str:
     if str(value).lower() not in LOG_LEVELS:
         raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
@@ -84,6 +95,11 @@ class Settings(EnvSettings):
     max_body_bytes: int = MAX_BODY_BYTES
     max_inflated_bytes: int = MAX_INFLATED_BYTES
     max_json_depth: int = MAX_JSON_DEPTH
+    # replicas: the grant windows in this Redis (controlplane.grant_tables); None: in this process
+    redis_url: Annotated[str | None, BeforeValidator(_redis_url)] = None
+    # bind with SO_REUSEPORT, so that several replicas on one host serve one address (the kernel spreads the
+    # connections over them)
+    reuse_port: switch() = False
 
     @property
     def stale_after_s(self) -> float:
@@ -106,11 +122,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--open-reads", action="store_const", const="1",
                    help="serve read endpoints without a token (env THROTTLESCOPE_OPEN_READS=1)")
     p.add_argument("--log-level", help=f"one of {', '.join(LOG_LEVELS)} (default info; env THROTTLESCOPE_LOG_LEVEL)")
+    p.add_argument("--redis-url", metavar="URL",
+                   help="keep the shared limits' grants in this Redis, so that several replicas (with one data "
+                        "directory) serve as one (env THROTTLESCOPE_REDIS_URL; default: in this process)")
+    p.add_argument("--reuse-port", action="store_const", const="1",
+                   help="bind with SO_REUSEPORT: several replicas on one host share --host:--port "
+                        "(env THROTTLESCOPE_REUSE_PORT=1)")
     return p
 
 
 FLAGS = {"host": "--host", "port": "--port", "data_dir": "--data-dir", "report_interval_s": "--report-interval",
-         "open_reads": "--open-reads", "log_level": "--log-level"}
+         "open_reads": "--open-reads", "log_level": "--log-level", "redis_url": "--redis-url",
+         "reuse_port": "--reuse-port"}
 
 
 def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:

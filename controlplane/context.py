@@ -17,6 +17,7 @@ from controlplane.config import Settings
 from controlplane.grants import GrantBook
 from controlplane.middleware import actor_of
 from controlplane.principals import Directory
+from controlplane.shared_reports import ReportStream
 from controlplane.state import LiveState
 from controlplane.store import AuditInfo, Change, Reader, Store
 from protocol import PolicySet
@@ -32,6 +33,8 @@ class Context:
     live: LiveState
     directory: Directory
     grants: GrantBook
+    # replicas: accepted reports and goodbyes passed to the others through Redis (controlplane.shared_reports)
+    reports: ReportStream | None = None
     started_monotonic: float = field(default_factory=time.monotonic)
     _cache: PolicySet | None = None
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)

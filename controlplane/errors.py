@@ -10,6 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from controlplane.grant_tables import StateStoreUnavailable
+
 log = logging.getLogger("controlplane")
 
 BODY_PARSE_ERROR = "There was an error parsing the body"
@@ -29,6 +31,12 @@ def not_found(reason: str) -> ApiError:
 
 def reason_json(status: int, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"reason": reason}, status_code=status, headers=headers)
+
+
+def unavailable(exc: StateStoreUnavailable) -> JSONResponse:
+    """503: a replica's shared state store cannot be used; a participant keeps its last limits and retries."""
+    log.warning("throttlescope: %s", exc)
+    return reason_json(503, f"{exc}; a participant keeps its last limits and retries", {"Retry-After": "1"})
 
 
 def _one(err: dict[str, Any]) -> str:
@@ -58,6 +66,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         return reason_json(exc.status, exc.reason)
+
+    @app.exception_handler(StateStoreUnavailable)
+    async def _state_store(request: Request, exc: StateStoreUnavailable) -> JSONResponse:
+        return unavailable(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
