@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run run-observability test bench lint java venv clean
+.PHONY: run run-observability run-replicated test bench lint java venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,13 @@ run-observability: $(STAMP) java
 	  echo "error: prometheus was not found. On Debian/Ubuntu: sudo apt-get install -y prometheus"; exit 1; }
 	@cat Procfile Procfile.observability > .Procfile.all
 	PROMETHEUS_URL=http://127.0.0.1:$${PROMETHEUS_PORT:-9090} $(VENV)/bin/honcho start -f .Procfile.all -p $${PORT:-8501}
+
+# The same demo served by three control-plane replicas on one address (SO_REUSEPORT), the shared limits' grants
+# in Debian's redis-server (no persistence), policies in the one SQLite file of the data directory.
+run-replicated: $(STAMP) java
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "error: redis-server was not found. On Debian/Ubuntu: sudo apt-get install -y redis-server"; exit 1; }
+	$(VENV)/bin/honcho start -f Procfile.replicated -p $${PORT:-8501}
 
 test: $(STAMP)
 	@bash scripts/system-deps.sh
