@@ -1,4 +1,5 @@
-"""The whole Procfile, as `make run` starts it: control plane, dashboard and the demo Spark collector.
+"""The whole Procfile, as `make run` starts it: control plane, dashboard and the demo Spark collector; and
+Procfile.replicated, as `make run-replicated` does (three control-plane replicas on one address and Redis).
 
 Starts honcho on free loopback ports with a temporary data directory, waits for health, checks that the
 dashboard answers, that /metrics shows throttling, that the collector's admitted rates follow the seeded limits
@@ -47,15 +48,19 @@ def group_alive(pgid):
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="the demo collector runs Spark: install Java 17")
-def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path):
+@pytest.mark.parametrize("procfile", ["Procfile", "Procfile.replicated"])
+def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path, procfile):
+    if procfile == "Procfile.replicated" and shutil.which("redis-server") is None:
+        pytest.skip("make run-replicated needs Debian's redis-server")
     web_port, cp_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THROTTLESCOPE_", "PORT"))}
-    env.update(THROTTLESCOPE_PORT=str(cp_port), THROTTLESCOPE_DATA_DIR=str(tmp_path / "data"))
+    env.update(THROTTLESCOPE_PORT=str(cp_port), THROTTLESCOPE_DATA_DIR=str(tmp_path / "data"),
+               THROTTLESCOPE_REDIS_PORT=str(free_port()))
     # honcho's output goes to a file: an unread pipe fills up (64 kB of Spark's and Streamlit's logs) and then
     # blocks honcho's printer, so that it can no longer stop its processes on Ctrl-C
     log_path = tmp_path / "honcho.log"
     log = log_path.open("wb")
-    honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", "Procfile", "-p", str(web_port)],
+    honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", procfile, "-p", str(web_port)],
                               cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{cp_port}"
     try:
