@@ -38,17 +38,22 @@ from .common import row
 from .shared import jobs, windows
 from .shared.cluster import StandaloneCluster
 from .shared.kinds import arrow_fn
-from .shared.servers import ControlPlaneServer, RedisServer
+from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
 from .shared.workloads import INTERVAL_S, LIMIT, SECTION, WARMUP_S, Workload, rows_for, workloads
 
 WHERE = ("local[2]", "cluster")
+REDIS_DOWN_S = 1.0   # a replicated control plane's Redis: down this long, then back empty
 
 
 class Bench:
-    def __init__(self, quick: bool, work: Path):
+    def __init__(self, quick: bool, work: Path, replicas: int = 0):
+        """``replicas``: that many control-plane replicas on one address with their Redis (make
+        run-replicated's), else one control-plane process (make run's)."""
         self.quick, self.work = quick, work
         self.duration_s = 10.0 if quick else 20.0
-        self.cp = ControlPlaneServer(work / "cp", INTERVAL_S, work / "cp.log").start()
+        self.cp: ControlPlaneServer | ReplicatedControlPlane = (
+            ReplicatedControlPlane(work / "cp", INTERVAL_S, work, replicas) if replicas else
+            ControlPlaneServer(work / "cp", INTERVAL_S, work / "cp.log")).start()
         self.redis = RedisServer().start()
         self.admin = self.cp.admin()
         self.cluster: StandaloneCluster | None = None
@@ -173,6 +178,10 @@ class Bench:
                 paused = windows.pauses(spans, after, t1)
                 out["after_paused_s"] = sum(b - a for a, b in paused)
                 out["after_running_mean"] = windows.mean_ratio(events, LIMIT, after, t1, less=paused)
+        if "replica_killed" in marks:
+            out["gap_around_s"] = windows.longest_gap_s(events, marks["replica_killed"] - 1.0,
+                                                        marks["replica_killed"] + 3.0)
+            out["after_mean"] = windows.mean_ratio(events, LIMIT, marks["replica_killed"], t1)
         if "killed" in marks:
             out["outage_gap_s"] = windows.longest_gap_s(events, marks["killed"], marks["restarted"] + 3.0)
             out["outage_mean"] = windows.mean_ratio(events, LIMIT, marks["killed"], marks["restarted"])
@@ -196,6 +205,19 @@ class Bench:
                 marks["executor_killed"] = time.time()
                 self.cluster.kill_executor(0)
             return kill_executor
+        if w.during == "replica":
+            def kill_replica(t0: float) -> None:
+                time.sleep(WARMUP_S + self.duration_s / 4)
+                marks["replica_killed"] = time.time()
+                self.cp.kill_replica(0)
+            return kill_replica
+        if w.during == "redis":
+            def restart_redis(t0: float) -> None:
+                time.sleep(WARMUP_S + self.duration_s / 4)
+                marks["killed"] = time.time()
+                self.cp.restart_redis(REDIS_DOWN_S)
+                marks["restarted"] = time.time()
+            return restart_redis
         if w.during == "kill":
             def kill(t0: float) -> None:
                 time.sleep(WARMUP_S + self.duration_s / 4)

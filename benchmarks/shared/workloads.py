@@ -3,7 +3,8 @@
 A ``Workload`` is one Spark job shape under one shared limit (``LIMIT`` msgs/s): a stream through the helpers
 (``partitions`` tasks, ``rate-micro-batch``), a batch job (``sizes``: rows per partition), or the project's own
 publish job (``job="publish"``); ``during`` is what happens mid-run: a live ``cut`` to 30 % and back, the control
-plane ``kill``ed and restarted, or (on the cluster) one ``executor`` SIGKILLed. ``where`` says which Spark ran it:
+plane ``kill``ed and restarted, (on the cluster) one ``executor`` SIGKILLed, or (control-plane replicas,
+``benchmarks/bench_replicas.py``) one ``replica`` SIGKILLed or their ``redis`` restarted empty. ``where`` says which Spark ran it:
 ``local[2]`` or ``cluster`` (a standalone cluster of 2 workers, one executor each).
 """
 
@@ -33,7 +34,8 @@ class Workload:
     topics: tuple[str, ...] = ("bench/a/t0",)
     sizes: list[int] | None = None  # a batch job with these partition sizes (else a stream)
     pace_per_task: float = 0.0      # demand below the limit
-    during: str | None = None       # "cut", "kill" (the control plane) or "executor" (one, on the cluster)
+    during: str | None = None       # "cut", "kill" (the control plane), "executor" (one, on the cluster),
+    #                                 "replica" (one of several) or "redis" (the replicas' Redis, restarted)
     job: str = "helpers"            # "helpers" (mapInArrow through the public helpers) or "publish" (the job)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -66,57 +68,65 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
     ] if cluster else [])
 
 
-def rows_for(w: Workload, kind: str, where: str, r: dict[str, float]) -> list[dict[str, Any]]:
-    """The table rows of one run of ``w`` by ``kind`` on ``where`` (its figures ``r``, see ``Bench.run``)."""
+def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: str = SECTION
+             ) -> list[dict[str, Any]]:
+    """The table rows of one run of ``w`` by ``kind`` on ``where`` (its figures ``r``, see ``Bench.run``), in
+    the README table's ``section``."""
     label = f"{w.name} [{kind}, {where}]"
     out = []
     if "lost" in r:
-        out.append(row(SECTION, f"{label}: records lost / sent twice", r["lost"] + r["twice"], "records", "= 0",
+        out.append(row(section, f"{label}: records lost / sent twice", r["lost"] + r["twice"], "records", "= 0",
                        r["lost"] + r["twice"] == 0, f"{r['lost']:.0f} lost, {r['twice']:.0f} sent twice"))
     if w.during == "executor":
         # the publish job's figures count what was delivered: the killed attempt's sends are not in them
-        out.append(row(SECTION, f"{label}: mean after the kill / limit", r["after_mean"], "x", "", None,
+        out.append(row(section, f"{label}: mean after the kill / limit", r["after_mean"], "x", "", None,
                        "the survivor, then the executor the master starts again" if w.job != "publish" else
                        "delivered records only: the killed attempt's sends are sent again by its retry"))
         if "after_running_mean" in r:
             goal = kind == "ours"
-            out.append(row(SECTION, f"{label}: mean after the kill while a task ran / limit",
+            out.append(row(section, f"{label}: mean after the kill while a task ran / limit",
                            r["after_running_mean"], "x", ">= 0.9" if goal else "",
                            r["after_running_mean"] >= 0.9 if goal else None,
                            f"less {r['after_paused_s']:.1f} s in which Spark ran no task (longer than "
                            f"{windows.PAUSE_S:g} s: the replacement executor starting)"))
         if w.job == "publish":
-            out.append(row(SECTION, f"{label}: worst 1-s window / limit", r["worst"], "x", f"<= {1.05 + ONE_ACQUIRE:.2f}",
+            out.append(row(section, f"{label}: worst 1-s window / limit", r["worst"], "x", f"<= {1.05 + ONE_ACQUIRE:.2f}",
                            r["worst"] <= 1.05 + ONE_ACQUIRE, "delivered records only"))
             return out
     if w.pace_per_task:
         demand = w.pace_per_task * w.partitions / LIMIT
-        out.append(row(SECTION, f"{label}: throttle time / task time", r["throttled"], "x",
+        out.append(row(section, f"{label}: throttle time / task time", r["throttled"], "x",
                        "< 0.01" if kind == "ours" else "", r["throttled"] < 0.01 if kind == "ours" else None,
                        "time the tasks waited for the limiter while the aggregate was below it"))
-        out.append(row(SECTION, f"{label}: delivered / demanded", r["mean"] / demand, "x", "", None,
+        out.append(row(section, f"{label}: delivered / demanded", r["mean"] / demand, "x", "", None,
                        "Spark's gaps between micro-batches count against every kind alike"))
     elif w.during == "cut":
-        out.append(row(SECTION, f"{label}: time for the cut to hold", r["hold_s"], "s", f"<= {2 * INTERVAL_S:g}",
+        out.append(row(section, f"{label}: time for the cut to hold", r["hold_s"], "s", f"<= {2 * INTERVAL_S:g}",
                        r["hold_s"] <= 2 * INTERVAL_S))
-        out.append(row(SECTION, f"{label}: mean during the cut / cut limit", r["cut_mean"], "x", ">= 0.97",
+        out.append(row(section, f"{label}: mean during the cut / cut limit", r["cut_mean"], "x", ">= 0.97",
                        r["cut_mean"] >= 0.97))
-        out.append(row(SECTION, f"{label}: mean after the raise / limit", r["raised_mean"], "x", ">= 0.97",
+        out.append(row(section, f"{label}: mean after the raise / limit", r["raised_mean"], "x", ">= 0.97",
                        r["raised_mean"] >= 0.97))
-    elif w.during == "kill":
-        out.append(row(SECTION, f"{label}: longest stall around the outage", r["outage_gap_s"], "s", "<= 2",
-                       r["outage_gap_s"] <= 2))
-        out.append(row(SECTION, f"{label}: mean during the outage / limit", r["outage_mean"], "x"))
-        out.append(row(SECTION, f"{label}: worst 1-s window after the restart / limit", r["after_worst"], "x",
+    elif w.during == "replica":
+        out.append(row(section, f"{label}: longest stall around the kill", r["gap_around_s"], "s", "<= 2",
+                       r["gap_around_s"] <= 2))
+        out.append(row(section, f"{label}: mean from the kill on / limit", r["after_mean"], "x", ">= 0.9",
+                       r["after_mean"] >= 0.9, "the participants of the dead replica move to the others"))
+    elif w.during in ("kill", "redis"):
+        what = "the control plane's outage" if w.during == "kill" else "the Redis outage (1 s, back empty)"
+        out.append(row(section, f"{label}: longest stall around the outage", r["outage_gap_s"], "s", "<= 2",
+                       r["outage_gap_s"] <= 2, what))
+        out.append(row(section, f"{label}: mean during the outage / limit", r["outage_mean"], "x"))
+        out.append(row(section, f"{label}: worst 1-s window after the restart / limit", r["after_worst"], "x",
                        f"<= {1.05 + ONE_ACQUIRE:.2f}", r["after_worst"] <= 1.05 + ONE_ACQUIRE))
         return out
     else:
         # (with an executor killed, the whole run's mean holds Spark's own pause: the goal is on the one above)
         goal = kind == "ours" and w.during != "executor"
         most = 1.05 + ONE_ACQUIRE   # a mean above the limit is a limit that did not hold
-        out.append(row(SECTION, f"{label}: mean admitted / limit", r["mean"], "x",
+        out.append(row(section, f"{label}: mean admitted / limit", r["mean"], "x",
                        f"0.97-{most:.2f}" if goal else "", 0.97 <= r["mean"] <= most if goal else None))
     goal = kind == "ours"
-    out.append(row(SECTION, f"{label}: worst 1-s window / limit", r["worst"], "x",
+    out.append(row(section, f"{label}: worst 1-s window / limit", r["worst"], "x",
                    f"<= {1.05 + ONE_ACQUIRE:.2f}" if goal else "", r["worst"] <= 1.05 + ONE_ACQUIRE if goal else None))
     return out

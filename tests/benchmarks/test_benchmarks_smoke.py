@@ -268,3 +268,16 @@ def test_scale_runs_a_small_case_through_the_real_participant_and_control_plane(
     assert 0 < m["share_memory"] < m["memory"] and m["cp_cpu_per_report_s"] > 0
     assert m["change_grant_s"] < 30 and m["change_report_s"] < 30
     assert_well_formed(bench_scale.rows_of(m))
+
+
+@pytest.mark.integration
+def test_replicas_measures_a_grant_ask_in_one_process_and_on_a_replica() -> None:
+    from benchmarks.bench_replicas import ask_cpu_s
+    from controlplane.launcher import RedisServer
+
+    redis = RedisServer().start()
+    try:
+        cost = ask_cpu_s(redis.url)
+    finally:
+        redis.close()
+    assert 0 < cost["process"] < cost["replica"] < 0.05
