@@ -138,7 +138,12 @@ FLAGS = {"host": "--host", "port": "--port", "data_dir": "--data-dir", "report_i
 
 def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Flags win over environment variables, which win over defaults. Raises ConfigError."""
-    return Settings.from_flags(_parser().parse_args(argv), FLAGS, env)
+    settings = Settings.from_flags(_parser().parse_args(argv), FLAGS, env)
+    if settings.reuse_port and not settings.redis_url:
+        raise ConfigError("--reuse-port (THROTTLESCOPE_REUSE_PORT) lets other control-plane processes serve the "
+                          "same port; without --redis-url (THROTTLESCOPE_REDIS_URL) each would grant every shared "
+                          "limit whole. Give both, or neither")
+    return settings
 
 
 def package_version() -> str:

@@ -148,11 +148,16 @@ def test_an_unreachable_control_plane_spends_the_pool_then_runs_at_the_safe_rate
     assert topic.capacity == (1000, 0)                                 # back: the pool again
 
 
-def test_an_ask_that_hangs_until_its_timeout_is_an_outage_from_when_it_was_sent(clock: ManualClock) -> None:
+def two_sending(clock: ManualClock) -> tuple:
+    """Two participants that sent on TOPIC for 2 s: (control plane, the first, both producers, its limiter)."""
     cp, (p, q) = world(clock)
     producers = [p.producer(TOPIC), q.producer(TOPIC)]
     send(clock, [p, q], producers, 2.0)
-    topic = p.limits.limiter(Level.TOPIC, TOPIC)
+    return cp, p, producers, p.limits.limiter(Level.TOPIC, TOPIC)
+
+
+def test_an_ask_that_hangs_until_its_timeout_is_an_outage_from_when_it_was_sent(clock: ManualClock) -> None:
+    cp, p, producers, topic = two_sending(clock)
     asked = cp.grant
 
     def hangs(request, timeout_s=None):
@@ -172,10 +177,7 @@ def test_an_ask_that_hangs_until_its_timeout_is_an_outage_from_when_it_was_sent(
 def test_asks_refused_while_reports_get_through_still_reach_the_safe_rate(clock: ManualClock) -> None:
     """A control-plane replica whose grant store is down answers reports and refuses asks (503): every report
     that gets through must not start the outage afresh, or the pools stay dry and the limit stalls."""
-    cp, (p, q) = world(clock)
-    producers = [p.producer(TOPIC), q.producer(TOPIC)]
-    send(clock, [p, q], producers, 2.0)
-    topic = p.limits.limiter(Level.TOPIC, TOPIC)
+    cp, p, producers, topic = two_sending(clock)
     asked = cp.grant
 
     def refused(request, timeout_s=None):

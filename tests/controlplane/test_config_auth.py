@@ -60,6 +60,7 @@ def test_replica_settings() -> None:
     (["--redis-url", "localhost:6379"], {},
      "--redis-url must be a Redis URL (redis://..., rediss://..., unix://...), got 'localhost:6379'"),
     ([], {"THROTTLESCOPE_REUSE_PORT": "maybe"}, "THROTTLESCOPE_REUSE_PORT must be one of"),
+    (["--reuse-port"], {}, "without --redis-url (THROTTLESCOPE_REDIS_URL) each would grant every shared limit whole"),
 ])
 def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError) as e:
