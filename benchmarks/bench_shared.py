@@ -18,9 +18,8 @@ admitted batch (``shared/kinds.py``); ``shared/windows.py`` turns the records in
   which Spark ran no task at all (goal >= 0.9: the limiter cannot admit rows while the master replaces the
   executor), and for the publish job every record delivered exactly once.
 
-Kinds: ``ours`` (the helpers and a shared policy), ``static`` (limit / tasks per task), ``redis`` (the
-moving window of ``limits`` on Redis, one round trip per acquire). Cost per acquire is measured in this
-process: a leased producer's ``acquire`` under a non-binding bucket against one Redis ``hit``.
+Kinds: ``ours`` (the helpers, a shared policy), ``static`` (limit / tasks per task), ``redis`` (``limits``' moving
+window on Redis). Cost per acquire, here: a producer's ``acquire`` against a Redis ``hit``. Replicas: Bench(3).
 """
 
 from __future__ import annotations
@@ -46,9 +45,7 @@ REDIS_DOWN_S = 1.0   # a replicated control plane's Redis: down this long, then 
 
 
 class Bench:
-    def __init__(self, quick: bool, work: Path, replicas: int = 0):
-        """``replicas``: that many control-plane replicas on one address with their Redis (make
-        run-replicated's), else one control-plane process (make run's)."""
+    def __init__(self, quick: bool, work: Path, replicas: int = 0):   # replicas: make run-replicated's
         self.quick, self.work = quick, work
         self.duration_s = 10.0 if quick else 20.0
         self.cp: ControlPlaneServer | ReplicatedControlPlane = (
@@ -179,9 +176,9 @@ class Bench:
                 out["after_paused_s"] = sum(b - a for a, b in paused)
                 out["after_running_mean"] = windows.mean_ratio(events, LIMIT, after, t1, less=paused)
         if "replica_killed" in marks:
-            out["gap_around_s"] = windows.longest_gap_s(events, marks["replica_killed"] - 1.0,
-                                                        marks["replica_killed"] + 3.0)
-            out["after_mean"] = windows.mean_ratio(events, LIMIT, marks["replica_killed"], t1)
+            killed = marks["replica_killed"]
+            out["gap_around_s"] = windows.longest_gap_s(events, killed - 1.0, killed + 3.0)
+            out["after_mean"] = windows.mean_ratio(events, LIMIT, killed, t1)
         if "killed" in marks:
             out["outage_gap_s"] = windows.longest_gap_s(events, marks["killed"], marks["restarted"] + 3.0)
             out["outage_mean"] = windows.mean_ratio(events, LIMIT, marks["killed"], marks["restarted"])
@@ -237,17 +234,16 @@ class Bench:
         from .shared.kinds import _redis_acquire
 
         producer = Producer("cost", [PublishRateLimiter(Rate(1e12, -1, 1))])
-        n = 20_000
-        t = time.perf_counter()
-        for _ in range(n):
-            producer.acquire(msgs=100)
-        ours = (time.perf_counter() - t) / n
         acquire = _redis_acquire(self.redis.url, 1e9, "cost")
-        m = 2_000
-        t = time.perf_counter()
-        for _ in range(m):
-            acquire(1)
-        return {"ours": ours, "redis": (time.perf_counter() - t) / m}
+        return {"ours": _seconds_each(lambda: producer.acquire(msgs=100), 20_000),
+                "redis": _seconds_each(lambda: acquire(1), 2_000)}
+
+
+def _seconds_each(fn: Callable[[], Any], n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
 
 
 def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | None = None,
