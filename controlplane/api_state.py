@@ -82,5 +82,4 @@ def shared(ctx: Ctx) -> SharedState:
                         "answers (0 while the sink asked for a pause), the configured ceiling, and the sends the sink "
                         "took and refused per second (as the participants reported them with their asks).")
 def adaptive(ctx: Ctx) -> AdaptiveTraceState:
-    return AdaptiveTraceState(limits=[{"key": key, "points": points}
-                                      for key, points in ctx.grants.adaptive_trace().items()])
+    return views.adaptive(ctx.grants.adaptive_trace())

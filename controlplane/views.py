@@ -19,6 +19,7 @@ from metrics.allocation import ShareSource, allocations, shares
 from protocol import PolicySet, UsageValues, limit_key, parse_limit_key
 from protocol.state import (
     UNLIMITED,
+    AdaptiveTraceState,
     BucketRow,
     BucketsState,
     BucketTotal,
@@ -174,3 +175,7 @@ def shared(live: LiveState, ps: PolicySet, book_of: Any, learning: bool) -> Shar
     return SharedState(policyVersion=ps.version, learning=learning,
                        limits=[_shared_limit(key, usage.get(key, {}), book[key]) for key in sorted(book, key=_order)])
 
+
+def adaptive(traces: dict[str, list[dict[str, float]]]) -> AdaptiveTraceState:
+    """Per adaptive limit (``GrantBook.adaptive_trace``), its points, by limit key."""
+    return AdaptiveTraceState(limits=[{"key": key, "points": points} for key, points in traces.items()])
