@@ -37,16 +37,20 @@ minutes old would bring back windows that miss the grants made since, and no lea
 
 from __future__ import annotations
 
+import contextlib
 import io
+import math
 import pickle
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 __all__ = ["GrantTable", "MemoryTable", "RedisTable", "StateStoreUnavailable", "ALLOWED", "MAX_TRIES",
-           "loads", "dumps"]
+           "FAIL_FAST_S", "loads", "dumps"]
 
 MAX_TRIES = 50
+FAIL_FAST_S = 0.5   # after Redis failed once: every request fails at once for this long, then tries again
 ALLOWED = {("controlplane.grants", "_Limit"), ("limiter.grants", "GrantWindow"), ("limiter.spent", "SpentWindow"),
            ("controlplane.adaptive", "AdaptiveLimit"), ("limiter.adaptive", "AdaptiveRate"),
            ("limiter.adaptive", "Outcome"), ("collections", "deque"), ("collections", "OrderedDict")}
@@ -109,7 +113,7 @@ class RedisTable:
     """The limits in Redis, one pickled ``_Limit`` per key, changed by optimistic transactions (module essay)."""
 
     def __init__(self, url: str, prefix: str = "throttlescope:grants:", idle_ttl_s: float = 300.0,
-                 timeout_s: float = 2.0, client: Any = None) -> None:
+                 timeout_s: float = 1.0, client: Any = None) -> None:
         import redis  # only the replicated mode needs it
 
         self._redis_errors = (redis.RedisError, OSError)
@@ -119,6 +123,27 @@ class RedisTable:
         self._redis = client if client is not None else redis.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30)
         self._epoch = prefix + "epoch"
+        self._down_until, self._down_reason = -math.inf, ""
+
+    @contextlib.contextmanager
+    def _store(self) -> Iterator[None]:
+        """Redis's errors as ``StateStoreUnavailable``; for ``FAIL_FAST_S`` after one, fail at once: a Redis
+        that does not answer must not hold every request (on the event loop) for its timeout."""
+        if time.monotonic() < self._down_until:
+            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {self._down_reason} "
+                                        f"(failing fast for {FAIL_FAST_S:g} s)")
+        try:
+            yield
+        except self._redis_errors as e:
+            self._down_until, self._down_reason = time.monotonic() + FAIL_FAST_S, str(e)
+            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
+
+    def _load(self, blob: bytes) -> Any:
+        try:
+            return loads(blob)
+        except Exception as e:  # noqa: BLE001 - whatever a foreign or truncated blob raises: one clear error
+            raise StateStoreUnavailable(f"the shared state store {self.url} holds grant state this version "
+                                        f"cannot read: {type(e).__name__}: {e}") from e
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}limit:{key}"
@@ -126,13 +151,13 @@ class RedisTable:
     def edit(self, keys: Iterable[str], fn: Callable[[dict[str, Any], float | None], Any],
              on_fresh: Callable[[], float]) -> tuple[Any, float | None]:
         names = sorted(set(keys))
-        try:
+        with self._store():
             for _ in range(MAX_TRIES):
                 with self._redis.pipeline() as pipe:
                     try:
                         pipe.watch(self._epoch, *(self._key(k) for k in names))
                         epoch, *blobs = pipe.mget(self._epoch, *(self._key(k) for k in names))
-                        limits = {k: loads(b) for k, b in zip(names, blobs, strict=True) if b is not None}
+                        limits = {k: self._load(b) for k, b in zip(names, blobs, strict=True) if b is not None}
                         loaded = set(limits)
                         learning_until = float(epoch) if epoch is not None else on_fresh()
                         result = fn(limits, learning_until)
@@ -148,11 +173,6 @@ class RedisTable:
                         return result, learning_until
                     except self._watch_error:
                         continue
-        except self._redis_errors as e:
-            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
-        except pickle.UnpicklingError as e:
-            raise StateStoreUnavailable(f"the shared state store {self.url} holds grant state this version "
-                                        f"cannot read: {e}") from e
         raise StateStoreUnavailable(f"the shared state store {self.url} kept changing under {len(names)} limits "
                                     f"({MAX_TRIES} tries); try again")
 
@@ -161,27 +181,12 @@ class RedisTable:
         return sorted(name.decode()[head:] for name in self._redis.scan_iter(match=self._key("*"), count=1000))
 
     def read(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
-        try:
+        with self._store():
             keys = self._all_keys()
             blobs = self._redis.mget([self._key(k) for k in keys]) if keys else []
-            return fn({k: loads(b) for k, b in zip(keys, blobs, strict=True) if b is not None})
-        except self._redis_errors as e:
-            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
-        except pickle.UnpicklingError as e:
-            raise StateStoreUnavailable(f"the shared state store {self.url} holds grant state this version "
-                                        f"cannot read: {e}") from e
+        return fn({k: self._load(b) for k, b in zip(keys, blobs, strict=True) if b is not None})
 
     def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
-        try:
+        with self._store():
             keys = self._all_keys()
-        except self._redis_errors as e:
-            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
         return self.edit(keys, lambda limits, _learning_until: fn(limits), on_fresh)[0]
-
-    def learning_until(self) -> float | None:
-        """The shared learning-until time, None while no replica has set it (a fresh store)."""
-        try:
-            value = self._redis.get(self._epoch)
-        except self._redis_errors as e:
-            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
-        return None if value is None else float(value)

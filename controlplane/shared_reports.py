@@ -25,12 +25,14 @@ full report a replica missed stays out of that replica's views until the partici
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
 import time
 from typing import Any
 
+from controlplane.grant_tables import FAIL_FAST_S
 from controlplane.state import LiveState
 from protocol import Report
 
@@ -55,8 +57,9 @@ class ReportStream:
         self.replica_id = replica_id or f"{socket.gethostname()}:{os.getpid()}"
         self._errors = (redis.RedisError, OSError)
         self._redis = client if client is not None else redis.Redis.from_url(
-            url, socket_timeout=2.0, socket_connect_timeout=2.0)
+            url, socket_timeout=1.0, socket_connect_timeout=1.0)
         self._failing = False
+        self._skip_until = -math.inf   # after a failure: skipped for FAIL_FAST_S (not every report waits on it)
 
     def put(self, report: Report) -> None:
         self._add({"r": self.replica_id, "pid": report.participant.participant_id, "seq": report.seq,
@@ -66,13 +69,15 @@ class ReportStream:
         self._add({"r": self.replica_id, "pid": participant_id, "bye": "1"})
 
     def _add(self, fields: dict[str, Any]) -> None:
+        if time.monotonic() < self._skip_until:
+            return
         try:
             self._redis.xadd(self.key, fields, maxlen=MAX_ENTRIES, approximate=True)
         except self._errors as e:
             if not self._failing:
                 log.warning("throttlescope: cannot pass reports to the other replicas through %s (%s); their "
                             "views miss this replica's participants until it is back", self.url, e)
-            self._failing = True
+            self._failing, self._skip_until = True, time.monotonic() + FAIL_FAST_S
             return
         self._failing = False
 

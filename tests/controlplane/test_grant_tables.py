@@ -98,6 +98,9 @@ def test_an_unreachable_redis_is_a_clear_error() -> None:
     book = GrantBook(0.25, table=RedisTable(url, timeout_s=0.5))
     with pytest.raises(StateStoreUnavailable, match=f"shared state store {url} cannot be used"):
         book.answer("a", ask(10), POLICIES)
+    # and for a moment after, every request fails at once, not after a timeout of its own
+    with pytest.raises(StateStoreUnavailable, match=r"failing fast for 0.5 s"):
+        book.answer("b", ask(10), POLICIES)
 
 
 def test_a_flushed_redis_makes_every_replica_re_learn_when_participants_may_be_out_there(url: str,
