@@ -4,7 +4,8 @@ Three replicas on one address with their Redis (``make run-replicated``'s), on t
 benchmark (``rate-micro-batch``, 4 tasks, one topic's limit of 1,000 msgs/s, demand above it, ``local[2]``):
 undisturbed, with one replica SIGKILLed mid-stream (its participants move to the others), and with their Redis
 SIGKILLed and started again empty a second later (the grants are gone: the replicas re-learn) -- side by side
-with one control-plane process (``make run``'s) on the same stream. And what one grant ask costs a replica (its
+with one control-plane process (``make run``'s) on the same stream, undisturbed and SIGKILLed and restarted 6 s
+later (what a supervisor does for a process that dies). And what one grant ask costs a replica (its
 limit's windows read from Redis and written back) against one process (in memory), in CPU.
 """
 
@@ -64,8 +65,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-replicas-") as tmp:
-        for replicas, todo in ((0, [Workload("stream, 1 topic, 4 tasks, one process", "topic", ("ours",),
-                                             partitions=4)]), (REPLICAS, workloads())):
+        alone = [Workload("stream, 1 topic, 4 tasks, one process", "topic", ("ours",), partitions=4),
+                 Workload("stream, 1 topic, 4 tasks, one process, killed and restarted 6 s later", "topic",
+                          ("ours",), partitions=4, during="kill")]
+        for replicas, todo in ((0, alone), (REPLICAS, workloads())):
             work = Path(tmp) / f"r{replicas}"
             work.mkdir()
             bench = Bench(quick, work, replicas=replicas)
