@@ -88,6 +88,7 @@ class Pool:
     eager: bool = False                            # spent whole at each read (dispatch): keep a chunk ahead
     ceiling_msgs_per_s: float | None = None        # the most its producers can spend (their other levels' limits)
     adaptive: bool = False                         # the limit learns its sink's capacity (limiter.adaptive)
+    read_balance: Callable[[], tuple[float | None, float | None]] | None = None   # ``balance`` now, not at the poll
 
 
 class _Answer(NamedTuple):
@@ -377,10 +378,13 @@ class GrantKeeper:
             self.spends.answered(pool.key)
             if grant.msgs > 0 or grant.bytes > 0:
                 self._deposit(pool, max(0.0, grant.msgs), max(0.0, grant.bytes))
-            if grant.pause_s > 0 and (pool.balance[0] or 0.0) > 0:
+            held = (pool.read_balance() if pool.read_balance is not None else pool.balance)[0] or 0.0
+            if grant.pause_s > 0 and held > 0:
                 # the sink asked every sender for a pause: what the pool holds is not spent until it ends (the
-                # control plane counts it as spent; its producers wait for the grants after the pause)
-                self._deposit(pool, -pool.balance[0], 0.0)
+                # control plane counts it as spent; its producers wait for the grants after the pause). What it
+                # holds now: its producers spent from it while the ask was out, and taking the poll's balance
+                # back left the pool in debt, to be repaid after the pause
+                self._deposit(pool, -held, 0.0)
             if ask.wants_msgs > 0 or ask.wants_bytes > 0:
                 self.asks += 1
             else:

@@ -191,7 +191,8 @@ class Participant:
                 out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, len(paths.get(level, ())),
                                 lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
                                 lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ())),
-                                adaptive=full is not None and full.adaptive_floor_per_s is not None))
+                                adaptive=full is not None and full.adaptive_floor_per_s is not None,
+                                read_balance=lim.balance))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)
@@ -202,7 +203,7 @@ class Participant:
                 waiting = lim.throttled_count > throttles
                 out.append(Pool(key, limit, dispatchers.get((lim.level, lim.name), 0), waiting, False,
                                 self.dispatch.admitted(lim.level, lim.name)[0], lim.balance(), lim.deposit,
-                                eager=True))
+                                eager=True, read_balance=lim.balance))
         return out
 
     def _ceiling(self, paths: Iterable[tuple[tuple[Level, str], ...]]) -> float | None:

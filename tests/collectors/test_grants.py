@@ -246,3 +246,27 @@ def test_the_keepers_beat_stretches_so_that_its_rounds_take_at_most_a_fifth_of_a
     assert beat_s(POLL_S, 0.007) == pytest.approx(0.028)     # 100 shared limits: 7 ms of CPU, then 28 ms of rest
     for round_s in (0.001, 0.007, 0.1, 2.0):
         assert round_s / (round_s + beat_s(POLL_S, round_s)) <= MAX_DUTY + 1e-9
+
+
+def test_a_pause_takes_back_what_the_pool_holds_when_the_answer_comes_not_at_the_poll() -> None:
+    """Its producers spend from the pool while the ask is out; taking back the poll's balance left it in debt."""
+    from collectors.grants import GrantKeeper, Grants, Pool
+    from protocol import Grant
+
+    held = [50.0, None]
+
+    def deposit(msgs: float, bytes_: float) -> None:
+        held[0] += msgs
+
+    def pools() -> list[Pool]:
+        return [Pool("topic:publish:t/ns/x", Rate(100), 1, True, False, 0.0, tuple(held), deposit,
+                     adaptive=True, read_balance=lambda: tuple(held))]
+
+    def send(request, timeout_s=None) -> list[Grant]:
+        held[0] -= 30.0    # spent while the ask was out
+        return [Grant(level="topic", name="t/ns/x", direction="publish", msgs=0.0, bytes=-1.0, pause_s=1.0,
+                      retry_s=1.0, chunk_msgs=25.0, safe_msgs_per_s=50.0, fair_msgs_per_s=50.0)]
+
+    keeper = GrantKeeper("p", Grants(lambda: 0.0), pools, send, lambda: None, lambda: 0.0)
+    assert keeper.run_once() == 1
+    assert held[0] == 0.0   # not -30: nothing to repay after the pause
