@@ -26,6 +26,9 @@ different hosts share no monotonic clock, so hosts need synchronised clocks (as 
 
 Blobs are read with a restricted unpickler that builds only the grant classes and plain containers
 (``ALLOWED``): a Redis that someone else can write to must not be a way to run code in the control plane.
+A Redis that fails is ``StateStoreUnavailable`` (503: a participant keeps its last limits and retries), and for
+``FAIL_FAST_S`` after it every request fails at once: answers run on the event loop, and each waiting for its
+own timeout would hold every other request, reports included.
 
 A Redis restarted (or flushed) has lost every window while participants still spend the grants they got; the
 book must re-learn as after its own restart. The epoch key ``<prefix>epoch`` holds the time until which the
