@@ -25,7 +25,8 @@ Times in the windows are the book's clock, which with Redis is the wall clock (`
 different hosts share no monotonic clock, so hosts need synchronised clocks (as reports' ``sent_at`` already do).
 
 Blobs are read with a restricted unpickler that builds only the grant classes and plain containers
-(``ALLOWED``): a Redis that someone else can write to must not be a way to run code in the control plane.
+(``ALLOWED``): a Redis that someone else can write to must not be a way to run code in the control plane. A blob
+that cannot be read (that, another release's layout, a truncated one) is logged and started afresh.
 A Redis that fails is ``StateStoreUnavailable`` (503: a participant keeps its last limits and retries), and for
 ``FAIL_FAST_S`` after it every request fails at once: answers run on the event loop, and each waiting for its
 own timeout would hold every other request, reports included.
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 import pickle
 import threading
@@ -51,6 +53,8 @@ from typing import Any, Protocol
 
 __all__ = ["GrantTable", "MemoryTable", "RedisTable", "StateStoreUnavailable", "ALLOWED", "MAX_TRIES",
            "FAIL_FAST_S", "loads", "dumps"]
+
+log = logging.getLogger("controlplane")
 
 MAX_TRIES = 50
 FAIL_FAST_S = 0.5   # after Redis failed once: every request fails at once for this long, then tries again
@@ -141,12 +145,21 @@ class RedisTable:
             self._down_until, self._down_reason = time.monotonic() + FAIL_FAST_S, str(e)
             raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
 
-    def _load(self, blob: bytes) -> Any:
-        try:
-            return loads(blob)
-        except Exception as e:  # noqa: BLE001 - whatever a foreign or truncated blob raises: one clear error
-            raise StateStoreUnavailable(f"the shared state store {self.url} holds grant state this version "
-                                        f"cannot read: {type(e).__name__}: {e}") from e
+    def _loaded(self, names: list[str], blobs: list[bytes | None]) -> dict[str, Any]:
+        """The limits of ``names`` that Redis holds and this version can read. One it cannot (another release's
+        layout, a truncated or foreign blob) is left out -- started afresh, as after a restart, and overwritten
+        by the answer -- and logged: refusing it would refuse every ask of that limit for as long as asks keep
+        it alive."""
+        out = {}
+        for name, blob in zip(names, blobs, strict=True):
+            if blob is None:
+                continue
+            try:
+                out[name] = loads(blob)
+            except Exception as e:  # noqa: BLE001 - whatever a foreign or truncated blob raises
+                log.warning("throttlescope: the grant state of %s in %s cannot be read (%s: %s); it starts afresh",
+                            name, self.url, type(e).__name__, e)
+        return out
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}limit:{key}"
@@ -160,7 +173,7 @@ class RedisTable:
                     try:
                         pipe.watch(self._epoch, *(self._key(k) for k in names))
                         epoch, *blobs = pipe.mget(self._epoch, *(self._key(k) for k in names))
-                        limits = {k: self._load(b) for k, b in zip(names, blobs, strict=True) if b is not None}
+                        limits = self._loaded(names, blobs)
                         loaded = set(limits)
                         learning_until = float(epoch) if epoch is not None else on_fresh()
                         result = fn(limits, learning_until)
@@ -187,7 +200,7 @@ class RedisTable:
         with self._store():
             keys = self._all_keys()
             blobs = self._redis.mget([self._key(k) for k in keys]) if keys else []
-        return fn({k: self._load(b) for k, b in zip(keys, blobs, strict=True) if b is not None})
+        return fn(self._loaded(keys, blobs))
 
     def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
         with self._store():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.grant_tables import RedisTable, StateStoreUnavailable
+from controlplane.grant_tables import RedisTable, StateStoreUnavailable, loads
 from controlplane.grants import MARKER, GrantBook
 from controlplane.launcher import RedisServer
 from limiter import ManualClock
@@ -75,7 +75,8 @@ def test_concurrent_edits_through_two_tables_lose_no_update(url: str) -> None:
     assert tables[0].read(lambda limits: len(limits["k"])) == 600
 
 
-def test_a_blob_of_another_class_is_refused_and_never_run(url: str, tmp_path: Path) -> None:
+def test_a_blob_of_another_class_is_never_run_and_the_limit_starts_afresh(url: str, tmp_path: Path,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
     import redis
     canary = tmp_path / "ran"
     table = RedisTable(url)
@@ -84,12 +85,15 @@ def test_a_blob_of_another_class_is_refused_and_never_run(url: str, tmp_path: Pa
         def __reduce__(self):  # what a hostile writer of the Redis would store
             return (os.system, (f"touch {canary}",))
 
-    redis.Redis.from_url(url).set(f"{table.prefix}limit:{KEY}", pickle.dumps(Exploit()))
+    store = redis.Redis.from_url(url)
+    store.set(f"{table.prefix}limit:{KEY}", pickle.dumps(Exploit()))
     book = GrantBook(0.25, table=table)
-    with pytest.raises(StateStoreUnavailable, match="posix.system is not a grant-state class|"
-                                                    "os.system is not a grant-state class"):
-        book.answer("a", ask(10), POLICIES)
+    assert book.answer("a", ask(10), POLICIES)[0].msgs == pytest.approx(10)   # as a fresh window would
     assert not canary.exists()
+    assert "system is not a grant-state class" in caplog.text and "starts afresh" in caplog.text
+    assert loads(store.get(f"{table.prefix}limit:{KEY}")).msgs.granted(0.0) > 0   # overwritten by the answer
+    store.set(f"{table.prefix}limit:{KEY}", b"\x80\x05truncated")             # and a truncated one, the same
+    assert book.answer("b", ask(10), POLICIES)[0].msgs > 0
 
 
 def test_an_unreachable_redis_is_a_clear_error() -> None:
