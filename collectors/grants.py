@@ -378,13 +378,14 @@ class GrantKeeper:
             self.spends.answered(pool.key)
             if grant.msgs > 0 or grant.bytes > 0:
                 self._deposit(pool, max(0.0, grant.msgs), max(0.0, grant.bytes))
-            held = (pool.read_balance() if pool.read_balance is not None else pool.balance)[0] or 0.0
-            if grant.pause_s > 0 and held > 0:
+            if grant.pause_s > 0:
                 # the sink asked every sender for a pause: what the pool holds is not spent until it ends (the
                 # control plane counts it as spent; its producers wait for the grants after the pause). What it
                 # holds now: its producers spent from it while the ask was out, and taking the poll's balance
                 # back left the pool in debt, to be repaid after the pause
-                self._deposit(pool, -held, 0.0)
+                held = (pool.read_balance() if pool.read_balance is not None else pool.balance)[0] or 0.0
+                if held > 0:
+                    self._deposit(pool, -held, 0.0)
             if ask.wants_msgs > 0 or ask.wants_bytes > 0:
                 self.asks += 1
             else:
