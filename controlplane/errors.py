@@ -34,8 +34,8 @@ def reason_json(status: int, reason: str, headers: dict[str, str] | None = None)
 
 
 def unavailable(exc: StateStoreUnavailable) -> JSONResponse:
-    """503: a replica's shared state store cannot be used; a participant keeps its last limits and retries."""
-    log.warning("throttlescope: %s", exc)
+    """503: a replica's shared state store cannot be used; a participant keeps its last limits and retries.
+    (Logged where the store fails, once an outage: not once an answer.)"""
     return reason_json(503, f"{exc}; a participant keeps its last limits and retries", {"Retry-After": "1"})
 
 

@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-__all__ = ["GrantTable", "MemoryTable", "RedisTable", "StateStoreUnavailable", "ALLOWED", "MAX_TRIES",
+__all__ = ["GrantTable", "MemoryTable", "RedisTable", "StateStoreUnavailable", "Breaker", "ALLOWED", "MAX_TRIES",
            "FAIL_FAST_S", "loads", "dumps"]
 
 log = logging.getLogger("controlplane")
@@ -64,7 +64,32 @@ ALLOWED = {("controlplane.grants", "_Limit"), ("limiter.grants", "GrantWindow"),
 
 
 class StateStoreUnavailable(RuntimeError):
-    """The shared state store (Redis) cannot be reached, or its contents cannot be read; answered with 503."""
+    """The shared state store (Redis) cannot be used; answered with 503."""
+
+
+class Breaker:
+    """One use of Redis that failed: for ``FAIL_FAST_S`` after a failure, ``open_reason()`` says why, so that the
+    caller fails (or skips) at once -- a Redis that does not answer must not hold every request on the event
+    loop for its own timeout. The start of an outage is logged once (``failing``: what fails and its cost), and
+    its end (``back``)."""
+
+    def __init__(self, failing: str, back: str) -> None:
+        self.failing_text, self.back_text = failing, back
+        self._until, self._reason, self.down = -math.inf, "", False
+
+    def open_reason(self) -> str | None:
+        return self._reason if time.monotonic() < self._until else None
+
+    def failed(self, error: Exception) -> None:
+        self._until, self._reason = time.monotonic() + FAIL_FAST_S, str(error)
+        if not self.down:
+            log.warning("throttlescope: %s (%s)", self.failing_text, error)
+        self.down = True
+
+    def worked(self) -> None:
+        if self.down:
+            log.info("throttlescope: %s", self.back_text)
+        self.down = False
 
 
 class _Unpickler(pickle.Unpickler):
@@ -130,20 +155,22 @@ class RedisTable:
         self._redis = client if client is not None else redis.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30)
         self._epoch = prefix + "epoch"
-        self._down_until, self._down_reason = -math.inf, ""
+        self._breaker = Breaker(f"the shared state store {url} cannot be used; grant asks are answered 503 "
+                                f"until it is back", f"the shared state store {url} answers again")
 
     @contextlib.contextmanager
     def _store(self) -> Iterator[None]:
-        """Redis's errors as ``StateStoreUnavailable``; for ``FAIL_FAST_S`` after one, fail at once: a Redis
-        that does not answer must not hold every request (on the event loop) for its timeout."""
-        if time.monotonic() < self._down_until:
-            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {self._down_reason} "
+        """Redis's errors as ``StateStoreUnavailable``; for ``FAIL_FAST_S`` after one, at once (``Breaker``)."""
+        reason = self._breaker.open_reason()
+        if reason is not None:
+            raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {reason} "
                                         f"(failing fast for {FAIL_FAST_S:g} s)")
         try:
             yield
         except self._redis_errors as e:
-            self._down_until, self._down_reason = time.monotonic() + FAIL_FAST_S, str(e)
+            self._breaker.failed(e)
             raise StateStoreUnavailable(f"the shared state store {self.url} cannot be used: {e}") from e
+        self._breaker.worked()
 
     def _loaded(self, names: list[str], blobs: list[bytes | None]) -> dict[str, Any]:
         """The limits of ``names`` that Redis holds and this version can read. One it cannot (another release's
@@ -167,12 +194,13 @@ class RedisTable:
     def edit(self, keys: Iterable[str], fn: Callable[[dict[str, Any], float | None], Any],
              on_fresh: Callable[[], float]) -> tuple[Any, float | None]:
         names = sorted(set(keys))
+        watched = [self._epoch, *(self._key(k) for k in names)]
         with self._store():
             for _ in range(MAX_TRIES):
                 with self._redis.pipeline() as pipe:
                     try:
-                        pipe.watch(self._epoch, *(self._key(k) for k in names))
-                        epoch, *blobs = pipe.mget(self._epoch, *(self._key(k) for k in names))
+                        pipe.watch(*watched)
+                        epoch, *blobs = pipe.mget(watched)
                         limits = self._loaded(names, blobs)
                         loaded = set(limits)
                         learning_until = float(epoch) if epoch is not None else on_fresh()

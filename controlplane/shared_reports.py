@@ -25,14 +25,13 @@ full report a replica missed stays out of that replica's views until the partici
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import threading
 import time
 from typing import Any
 
-from controlplane.grant_tables import FAIL_FAST_S
+from controlplane.grant_tables import FAIL_FAST_S, Breaker
 from controlplane.state import LiveState
 from protocol import Report
 
@@ -58,8 +57,10 @@ class ReportStream:
         self._errors = (redis.RedisError, OSError)
         self._redis = client if client is not None else redis.Redis.from_url(
             url, socket_timeout=1.0, socket_connect_timeout=1.0)
-        self._failing = False
-        self._skip_until = -math.inf   # after a failure: skipped for FAIL_FAST_S (not every report waits on it)
+        # after a failure: skipped for FAIL_FAST_S (not every report waits on it)
+        self._breaker = Breaker(f"cannot pass reports to the other replicas through {url}; their views miss "
+                                f"this replica's participants until it is back",
+                                f"passing reports to the other replicas through {url} again")
 
     def put(self, report: Report) -> None:
         self._add({"r": self.replica_id, "pid": report.participant.participant_id, "seq": report.seq,
@@ -69,17 +70,14 @@ class ReportStream:
         self._add({"r": self.replica_id, "pid": participant_id, "bye": "1"})
 
     def _add(self, fields: dict[str, Any]) -> None:
-        if time.monotonic() < self._skip_until:
+        if self._breaker.open_reason() is not None:
             return
         try:
             self._redis.xadd(self.key, fields, maxlen=MAX_ENTRIES, approximate=True)
         except self._errors as e:
-            if not self._failing:
-                log.warning("throttlescope: cannot pass reports to the other replicas through %s (%s); their "
-                            "views miss this replica's participants until it is back", self.url, e)
-            self._failing, self._skip_until = True, time.monotonic() + FAIL_FAST_S
+            self._breaker.failed(e)
             return
-        self._failing = False
+        self._breaker.worked()
 
 
 class ReportFollower:
@@ -92,6 +90,8 @@ class ReportFollower:
         self._redis = redis.Redis.from_url(stream.url, socket_timeout=block_ms / 1000 + 2.0,
                                            socket_connect_timeout=2.0)
         self._errors = (redis.RedisError, OSError)
+        self._breaker = Breaker(f"cannot read the other replicas' reports from {stream.url}; retrying",
+                                f"reading the other replicas' reports from {stream.url} again")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="throttlescope-report-follower", daemon=True)
         # from now on: reports older than 2 intervals would be ignored anyway
@@ -133,18 +133,12 @@ class ReportFollower:
         self.ingested += accepted
 
     def _run(self) -> None:
-        failing = False
         while not self._stop.is_set():
             try:
                 self.follow_once()
             except self._errors as e:
-                if not failing:
-                    log.warning("throttlescope: cannot read the other replicas' reports from %s (%s); retrying",
-                                self.stream.url, e)
-                failing = True
+                self._breaker.failed(e)
                 self._last_id = "0-0"   # a Redis that comes back empty starts its stream afresh
-                self._stop.wait(0.5)
+                self._stop.wait(FAIL_FAST_S)
                 continue
-            if failing:
-                log.info("throttlescope: reading the other replicas' reports from %s again", self.stream.url)
-            failing = False
+            self._breaker.worked()
