@@ -95,7 +95,8 @@ class Settings(EnvSettings):
     max_body_bytes: int = MAX_BODY_BYTES
     max_inflated_bytes: int = MAX_INFLATED_BYTES
     max_json_depth: int = MAX_JSON_DEPTH
-    # replicas: the grant windows in this Redis (controlplane.grant_tables); None: in this process
+    # replicas: the grant windows in this Redis (controlplane.grant_tables), and the reports passed between them
+    # through it (controlplane.shared_reports); None: one process, everything in it
     redis_url: Annotated[str | None, BeforeValidator(_redis_url)] = None
     # bind with SO_REUSEPORT, so that several replicas on one host serve one address (the kernel spreads the
     # connections over them)
@@ -123,8 +124,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="serve read endpoints without a token (env THROTTLESCOPE_OPEN_READS=1)")
     p.add_argument("--log-level", help=f"one of {', '.join(LOG_LEVELS)} (default info; env THROTTLESCOPE_LOG_LEVEL)")
     p.add_argument("--redis-url", metavar="URL",
-                   help="keep the shared limits' grants in this Redis, so that several replicas (with one data "
-                        "directory) serve as one (env THROTTLESCOPE_REDIS_URL; default: in this process)")
+                   help="keep the shared limits' grants in this Redis and pass reports between replicas through it, "
+                        "so that several replicas (with one data directory) serve as one (env "
+                        "THROTTLESCOPE_REDIS_URL; default: in this process)")
     p.add_argument("--reuse-port", action="store_const", const="1",
                    help="bind with SO_REUSEPORT: several replicas on one host share --host:--port "
                         "(env THROTTLESCOPE_REUSE_PORT=1)")
