@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -41,7 +42,6 @@ from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPl
 from .shared.workloads import INTERVAL_S, LIMIT, SECTION, WARMUP_S, Workload, rows_for, workloads
 
 WHERE = ("local[2]", "cluster")
-REDIS_DOWN_S = 1.0   # a replicated control plane's Redis: down this long, then back empty
 
 
 class Bench:
@@ -208,23 +208,23 @@ class Bench:
                 marks["replica_killed"] = time.time()
                 self.cp.kill_replica(0)
             return kill_replica
-        if w.during == "redis":
-            def restart_redis(t0: float) -> None:
-                time.sleep(WARMUP_S + self.duration_s / 4)
-                marks["killed"] = time.time()
-                self.cp.restart_redis(REDIS_DOWN_S)
-                marks["restarted"] = time.time()
-            return restart_redis
+        if w.during == "redis":   # the replicas' Redis: down for a second, back empty
+            return self._outage(marks, lambda: self.cp.redis.close(signal.SIGKILL), self.cp.redis.start, 1.0)
         if w.during == "kill":
-            def kill(t0: float) -> None:
-                time.sleep(WARMUP_S + self.duration_s / 4)
-                marks["killed"] = time.time()
-                self.cp.kill()
-                time.sleep(6.0)
-                self.cp.start()
-                marks["restarted"] = time.time()
-            return kill
+            return self._outage(marks, self.cp.kill, self.cp.start, 6.0)
         return None
+
+    def _outage(self, marks: dict[str, float], kill: Callable[[], Any], start: Callable[[], Any],
+                down_s: float) -> Callable[[float], None]:
+        """A server SIGKILLed a quarter into the measuring span and started again ``down_s`` later."""
+        def outage(t0: float) -> None:
+            time.sleep(WARMUP_S + self.duration_s / 4)
+            marks["killed"] = time.time()
+            kill()
+            time.sleep(down_s)
+            start()
+            marks["restarted"] = time.time()
+        return outage
 
     # --- cost per acquire ---------------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import secrets
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -46,8 +45,8 @@ class ControlPlaneServer:
 class ReplicatedControlPlane:
     """``replicas`` control planes on one loopback port (``--reuse-port``), their grants and reports shared
     through a Redis of their own, one data directory: what ``make run-replicated`` starts. The interface of
-    ``ControlPlaneServer`` (``url``, ``token``, ``admin``, ``close``), plus ``kill_replica`` and
-    ``restart_redis``."""
+    ``ControlPlaneServer`` (``url``, ``token``, ``admin``, ``close``), plus ``kill_replica`` and their
+    ``redis``."""
 
     def __init__(self, data_dir: Path, interval_s: float, log_dir: Path, replicas: int = 3):
         self.data_dir, self.interval_s, self.log_dir, self.replicas = data_dir, interval_s, log_dir, replicas
@@ -72,12 +71,6 @@ class ReplicatedControlPlane:
         """SIGKILL replica ``i`` (the others go on serving the address)."""
         end(self.procs[i], signal.SIGKILL)
         self.procs[i] = None
-
-    def restart_redis(self, down_s: float) -> None:
-        """SIGKILL the Redis and start it again on its port ``down_s`` later, empty."""
-        self.redis.close(signal.SIGKILL)
-        time.sleep(down_s)
-        self.redis.start()
 
     def close(self) -> None:
         for proc in self.procs:
