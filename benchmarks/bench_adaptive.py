@@ -2,9 +2,9 @@
 per-task AIMD, in one run on ``local[2]``.
 
 A real HTTP server on loopback (``shared/sink_server.py``) takes 700 records/s (a token bucket holding 0.2 s of
-it) and answers 429 with a Retry-After beyond it (whole seconds, as HTTP has them); a Structured Streaming job (Spark's ``rate-micro-batch``,
-2 tasks, more demand than any limit) sends to it through a shared limit configured at 2,000/s, in requests of 20
-records (``shared/adaptive_kinds.py``). Mid-run the sink's capacity becomes 1,200/s, then 400/s. Kinds: ``ours``
+it) and answers 429 with a Retry-After beyond it (whole seconds, as HTTP has them); a Structured Streaming job
+(Spark's ``rate-micro-batch``, 2 tasks, more demand than any limit) sends to it through a shared limit configured
+at 2,000/s, in requests of 20 records (``shared/adaptive_kinds.py``). Mid-run the sink's capacity becomes 1,200/s, then 400/s. Kinds: ``ours``
 (the limit is ``adaptive``; every task reports each answer), ``none`` (the same limit, not adaptive), ``alone``
 (per-task AIMD: each Python worker adapts its own part of the limit to its own answers). A refused request is not
 sent again. Figures, from the server's own record of every answer:
