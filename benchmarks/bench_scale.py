@@ -143,8 +143,8 @@ class RealParticipant:
         """(bytes traced now, of which the share state's: what the participant keeps per shared limit to take
         its share -- the last grant, retry and pause times, the keeper's pace and spend logs)."""
         grants, keeper = self.p.applier.grants, self.p.grant_keeper
-        share = deep_size([grants._last, grants._retry_at, grants._paused_until, keeper._moved, keeper._pace,
-                           keeper._left, keeper._urgent_at, keeper.spends._pools, keeper.outcomes._sums])
+        share = deep_size([grants.rows, grants._paused_until, keeper._urgent_at, keeper.spends._seen,
+                           keeper.outcomes._sums])
         return tracemalloc.get_traced_memory()[0], share
 
     def change_reaches(self, cp: ControlPlaneProcess) -> tuple[float, float]:
@@ -186,6 +186,8 @@ def deep_size(root: Any) -> int:
         seen.add(id(obj))
         total += sys.getsizeof(obj)
         stack.extend(gc.get_referents(obj))
+        if isinstance(obj, dict):
+            stack.extend(obj)   # (a dict of str keys does not list its keys among its referents)
     return total
 
 
@@ -260,7 +262,7 @@ def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
         row(SECTION, f"{case}: participant memory for its limits", m["memory"] / kb / kb, "MB",
             note="limiters, producers, pools, policies (tracemalloc)"),
         row(SECTION, f"{case}: of which its share state", m["share_memory"] / kb / kb, "MB", "<= 1 MB",
-            m["share_memory"] <= kb * kb, note="its last grant, pace and spends per shared limit"),
+            m["share_memory"] <= kb * kb, note="its last grant, pace and spends per shared limit, with their keys"),
         row(SECTION, f"{case}: participant CPU a report round", m["report_s"], "s"),
         row(SECTION, f"{case}: participant CPU a grant round", m["keeper_s"], "s",
             note=f"{m['grant_sent'] / kb:.0f} kB asked, {m['grant_received'] / kb:.0f} kB answered"),

@@ -41,14 +41,15 @@ import logging
 import math
 import threading
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from limiter.policy import Rate
 from protocol import Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
 
 from .outcomes import OutcomeLog
+from .share_rows import NONE, ShareRows
 from .spends import SpendLog
 
 __all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "MAX_DUTY", "beat_s", "OUTAGE_SWITCH_S",
@@ -91,25 +92,17 @@ class Pool:
     read_balance: Callable[[], tuple[float | None, float | None]] | None = None   # ``balance`` now, not at the poll
 
 
-class _Answer(NamedTuple):
-    """What is kept of a limit's last grant: a participant of 5,000 limits kept 5,000 whole ``Grant`` models
-    (half a kilobyte each); this is the part read later."""
-
-    chunk_msgs: float
-    chunk_bytes: float
-    safe_msgs_per_s: float
-    safe_bytes_per_s: float
-    fair_msgs_per_s: float
-    fair_bytes_per_s: float
-
-
 class Grants:
     """What the control plane answered for each limit, and whether it can be reached. Thread-safe reads."""
 
-    def __init__(self, now_s: Callable[[], float]):
+    def __init__(self, now_s: Callable[[], float], rows: ShareRows | None = None):
         self._now_s = now_s
-        self._last: dict[str, _Answer] = {}
-        self._retry_at: dict[str, float] = {}
+        self.rows = ShareRows() if rows is None else rows   # shared with the keeper and its spend log
+        # what is read later of each limit's last answer (a rate or a chunk fits a float32); NONE: never answered
+        self._chunk = (self.rows.column("f", 0.0), self.rows.column("f", 0.0))
+        self._safe = (self.rows.column("f", NONE), self.rows.column("f", NONE))
+        self._fair = (self.rows.column("f", NONE), self.rows.column("f", NONE))
+        self._retry_at = self.rows.column("d", -math.inf)
         self._paused_until: dict[str, float] = {}   # an adaptive limit whose sink asked for a pause: until then
         self._outage_since: float | None = None
         # the first of the grant asks that failed in a row: a report that gets through ends an outage, but not
@@ -121,11 +114,11 @@ class Grants:
     def mode(self, key: str, limit: Rate) -> tuple[Rate, tuple[float, float] | None]:
         """The local limiter's (rate, pool capacity) now: a pool (capacity = the limit per period), or the safe
         rate (no pool) once the control plane has been unreachable for ``OUTAGE_SWITCH_S``."""
-        since, last = self._outage_since, self._last.get(key)
+        since = self._outage_since
         if since is not None and self._now_s() - since >= OUTAGE_SWITCH_S:
-            if last is not None:
-                return Rate(_safe(limit.msgs_limited, last.safe_msgs_per_s),
-                            _safe(limit.bytes_limited, last.safe_bytes_per_s), 1), None
+            safe = self._answered(key, self._safe)
+            if safe is not None:
+                return Rate(_safe(limit.msgs_limited, safe[0]), _safe(limit.bytes_limited, safe[1]), 1), None
             # never answered for this limit: a static split by the most participants any answer counted (at
             # least two) -- a new worker must not wait for as long as the outage lasts
             split = max(2, self._most_holders)
@@ -136,20 +129,26 @@ class Grants:
 
     def fair(self, key: str) -> tuple[float, float] | None:
         """The fair rates (msgs, bytes per second) the control plane last answered for ``key``, or None."""
-        last = self._last.get(key)
-        return None if last is None else (last.fair_msgs_per_s, last.fair_bytes_per_s)
+        return self._answered(key, self._fair)
+
+    def _answered(self, key: str, columns: tuple[array, array]) -> tuple[float, float] | None:
+        """``columns``' (msgs, bytes) of ``key``'s last answer, None if it was never answered."""
+        row = self.rows.get(key)
+        if row is None or math.isnan(self._safe[0][row]):
+            return None
+        return columns[0][row], columns[1][row]
 
     def chunk(self, key: str, limit: Rate) -> tuple[float, float]:
         """The fair chunk to ask for next: what the control plane last said, else ``DEFAULT_CHUNK_S`` of the
         whole limit. (An answer to a give-back says 0: it is no chunk, and must not stop the next ask.)"""
-        last = self._last.get(key)
         share = min(1.0, DEFAULT_CHUNK_S / limit.period_s)
-        said = (last.chunk_msgs, last.chunk_bytes) if last is not None else (0.0, 0.0)
+        said = self._answered(key, self._chunk) or (0.0, 0.0)
         return (said[0] if said[0] > 0 else limit.msgs * share if limit.msgs_limited else 0.0,
                 said[1] if said[1] > 0 else limit.bytes * share if limit.bytes_limited else 0.0)
 
     def due(self, key: str, now: float) -> bool:
-        return now >= self._retry_at.get(key, -math.inf)
+        row = self.rows.get(key)
+        return row is None or now >= self._retry_at[row]
 
     def paused(self, key: str, now: float) -> bool:
         """Whether the sink behind ``key`` (an adaptive limit) asked for a pause that lasts past ``now``."""
@@ -161,26 +160,25 @@ class Grants:
         """The ask for ``key``; ``held``/``spent``: what the pool holds after ``returns`` and spent since its last
         ask (``collectors.spends``); ``outcomes``: what the sink answered since (``collectors.outcomes``)."""
         level, direction, name = parse_limit_key(key)
-        last = self._last.get(key)
+        safe = self._answered(key, self._safe) or (0.0, 0.0)
         return GrantAsk(level=level, name=name, direction=direction, held_msgs=held[0], held_bytes=held[1],
                         spent=spent or [], wants_msgs=_tokens(wants[0]), wants_bytes=_tokens(wants[1]),
                         rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
                         returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
-                        safe_msgs_per_s=max(0.0, last.safe_msgs_per_s) if last else 0.0,
-                        safe_bytes_per_s=max(0.0, last.safe_bytes_per_s) if last else 0.0, outcomes=outcomes)
+                        safe_msgs_per_s=max(0.0, safe[0]), safe_bytes_per_s=max(0.0, safe[1]), outcomes=outcomes)
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
         self._asks_failing_since = None
-        last = self._last.get(grant.key)
-        chunk = (grant.chunk_msgs, grant.chunk_bytes)
-        if last is not None and ask.wants_msgs <= 0 and ask.wants_bytes <= 0:
-            chunk = (last.chunk_msgs, last.chunk_bytes)   # a give-back's answer: its own chunk (0) is no chunk
-        self._last[grant.key] = _Answer(*chunk, grant.safe_msgs_per_s, grant.safe_bytes_per_s,
-                                        grant.fair_msgs_per_s, grant.fair_bytes_per_s)
+        row = self.rows.add(grant.key)
+        if ask.wants_msgs > 0 or ask.wants_bytes > 0 or math.isnan(self._safe[0][row]):
+            # (a give-back's answer keeps the chunk before it: its own chunk, 0, is no chunk)
+            self._chunk[0][row], self._chunk[1][row] = grant.chunk_msgs, grant.chunk_bytes
+        self._safe[0][row], self._safe[1][row] = grant.safe_msgs_per_s, grant.safe_bytes_per_s
+        self._fair[0][row], self._fair[1][row] = grant.fair_msgs_per_s, grant.fair_bytes_per_s
         self._most_holders = max(self._most_holders, grant.holders)
         short = ((ask.wants_msgs > 0 and 0 <= grant.msgs < ask.wants_msgs)
                  or (ask.wants_bytes > 0 and 0 <= grant.bytes < ask.wants_bytes))
-        self._retry_at[grant.key] = now + max(grant.retry_s, POLL_S) if short else now
+        self._retry_at[row] = now + max(grant.retry_s, POLL_S) if short else now
         if grant.pause_s > 0:
             self._paused_until[grant.key] = now + grant.pause_s
         else:
@@ -206,9 +204,7 @@ class Grants:
         self._outage_since = None
 
     def forget(self, keep: set[str]) -> None:
-        for key in [k for k in self._last if k not in keep]:
-            self._last.pop(key, None)
-            self._retry_at.pop(key, None)
+        for key in self.rows.forget(keep):
             self._paused_until.pop(key, None)
 
 
@@ -240,11 +236,13 @@ class GrantKeeper:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._moved: dict[str, tuple[float, float]] = {}   # key -> (admitted counter, when it last moved)
-        self._pace: dict[str, tuple[float, float, float]] = {}   # key -> (counter, at, msgs/s spent: an EWMA)
-        self._left: set[str] = set()    # limits it told the control plane it is done with (until it asks again)
-        self._urgent_at: dict[str, float] = {}   # key -> when a refusal was last told out of turn
-        self.spends = SpendLog()
+        rows = grants.rows   # one row per limit, shared with the answers and the spends (``share_rows``)
+        self._moved = (rows.column("d", NONE), rows.column("d", 0.0))   # (admitted counter, when it last moved)
+        self._pace = (rows.column("d", 0.0), rows.column("d", NONE), rows.column("f", -1.0))   # (counter, at,
+        # msgs/s spent: an EWMA, -1 until measured)
+        self._left = rows.column("B", 0)   # 1: it told the control plane it is done with it (until it asks again)
+        self._urgent_at: dict[str, float] = {}   # key -> when a refusal was last told out of turn (adaptive only)
+        self.spends = SpendLog(rows=rows)
         self.outcomes = OutcomeLog()
         self._lock = threading.Lock()   # one round at a time: the keeper's thread, or a new producer's
         self.asks = 0
@@ -292,14 +290,16 @@ class GrantKeeper:
             return 0
         asks: list[tuple[GrantAsk, Pool]] = []
         seen = set()
+        rows = self.grants.rows
         for pool in self._pools():
             seen.add(pool.key)
+            row = rows.add(pool.key)
             self.spends.look(pool.key, pool.balance, now)
-            moved_at = self._moved_at(pool.key, pool.admitted, now, pool.waiting or pool.held_up)
+            moved_at = self._moved_at(row, pool.admitted, now, pool.waiting or pool.held_up)
             held = tuple(max(0.0, b or 0.0) for b in pool.balance)
             idle = now - moved_at >= self.idle_s
             if pool.producers == 0 or idle:
-                if held[0] > 0 or held[1] > 0 or pool.key not in self._left:
+                if held[0] > 0 or held[1] > 0 or not self._left[row]:
                     # give back what it holds, and say it is done (even holding nothing, or a debt: the others'
                     # fair shares grow at once); a debt stays here, for its next task to repay
                     self._deposit(pool, -held[0], -held[1])
@@ -307,9 +307,9 @@ class GrantKeeper:
                     asks.append((self.grants.ask(pool.key, (0.0, 0.0), (held[0], held[1]), held=kept,
                                                  spent=self.spends.unsent(pool.key, now),
                                                  outcomes=self.outcomes.take(pool.key)), pool))
-                    self._left.add(pool.key)
+                    self._left[row] = 1
                 continue
-            self._left.discard(pool.key)
+            self._left[row] = 0
             # an adaptive limit's refusal is told at once (the control plane cuts the rate for every sender at the
             # first), unless the sink's pause is on (the control plane knows, and answers nothing until it ends);
             # at most every URGENT_EVERY_S: a sink refusing thousands a second must not make as many asks
@@ -320,7 +320,7 @@ class GrantKeeper:
             if urgent:
                 self._urgent_at[pool.key] = now
             fair = self.grants.chunk(pool.key, pool.limit)
-            spent_per_s = self._spent_per_s(pool.key, pool.admitted, now)
+            spent_per_s = self._spent_per_s(row, pool.admitted, now)
             # a pool spent whole at each read (dispatch) that is empty is hungry: its reads shrank to what it had
             hungry = pool.waiting or (pool.eager and any(b is not None and b <= 0 for b in pool.balance))
             wants = [0.0, 0.0]
@@ -352,12 +352,9 @@ class GrantKeeper:
                 asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate, held=pool.balance,
                                              spent=self.spends.unsent(pool.key, now),
                                              outcomes=self.outcomes.take(pool.key)), pool))
-        for key in [k for k in self._moved if k not in seen]:
-            del self._moved[key]
-            self._pace.pop(key, None)
-            self._urgent_at.pop(key, None)
-        self._left &= seen
-        self.grants.forget(seen)
+        for key in [k for k in self._urgent_at if k not in seen]:
+            del self._urgent_at[key]
+        self.grants.forget(seen)   # (frees the rows of the limits it no longer holds)
         self.spends.forget(seen)
         self.outcomes.forget(seen)
         if not asks:
@@ -396,25 +393,26 @@ class GrantKeeper:
         pool.deposit(msgs, bytes_)
         self.spends.deposited(pool.key, msgs, bytes_)   # (not a spend)
 
-    def _spent_per_s(self, key: str, admitted: float, now: float) -> float | None:
-        """Messages per second the pool spends (an average over about a second), None until measured."""
-        last = self._pace.get(key)
-        if last is None:
-            self._pace[key] = (admitted, now, -1.0)
+    def _spent_per_s(self, row: int, admitted: float, now: float) -> float | None:
+        """Messages per second the pool of ``row`` spends (an average over about a second), None until
+        measured."""
+        counters, ats, rates = self._pace
+        at, rate = ats[row], rates[row]
+        if math.isnan(at):
+            counters[row], ats[row] = admitted, now
             return None
-        counter, at, rate = last
         if now - at < 0.1:
             return None if rate < 0 else rate
-        sample = max(0.0, admitted - counter) / (now - at)
+        sample = max(0.0, admitted - counters[row]) / (now - at)
         rate = sample if rate < 0 else 0.7 * rate + 0.3 * sample
-        self._pace[key] = (admitted, now, rate)
+        counters[row], ats[row], rates[row] = admitted, now, rate
         return rate
 
-    def _moved_at(self, key: str, admitted: float, now: float, waited: bool) -> float:
-        """When the pool last admitted something or had a producer waiting (a dispatcher in backoff after a
-        throttled read waits too, between two polls)."""
-        last = self._moved.get(key)
-        if last is None or admitted != last[0] or waited:
-            self._moved[key] = (admitted, now)
+    def _moved_at(self, row: int, admitted: float, now: float, waited: bool) -> float:
+        """When the pool of ``row`` last admitted something or had a producer waiting (a dispatcher in backoff
+        after a throttled read waits too, between two polls)."""
+        counters, ats = self._moved
+        if admitted != counters[row] or waited:   # (NaN, a new row's counter, equals nothing)
+            counters[row], ats[row] = admitted, now
             return now
-        return last[1]
+        return ats[row]

@@ -13,76 +13,99 @@ oldest two into the later date (counted longer, never less).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from protocol import MAX_SPENDS, Spend
+
+from .share_rows import NONE, ShareRows
 
 __all__ = ["SpendLog"]
 
 DUST = 1e-9
 
 
-class _Pool:
-    __slots__ = ("expected", "seen", "sent")
+class _Seen:
+    """A pool's spends not yet answered (only pools that spent since their last answered ask have one)."""
 
-    def __init__(self, balance: tuple[float | None, float | None]):
-        self.expected = balance
-        self.seen: list[list[float]] = []   # [at_s, msgs, bytes], oldest first, not yet answered
-        self.sent = 0                       # how many of ``seen`` the ask in flight carries
+    __slots__ = ("spends", "sent")
+
+    def __init__(self) -> None:
+        self.spends: list[list[float]] = []   # [at_s, msgs, bytes], oldest first
+        self.sent = 0                         # how many of them the ask in flight carries
 
 
 class SpendLog:
     """Spends per pool key since its last answered ask (see the module essay). The keeper's own: not
-    thread-safe."""
+    thread-safe. ``rows``: the participant's share rows (``collectors.share_rows``), which it shares with the
+    grant keeper; its own if not given."""
 
-    def __init__(self, max_spends: int = MAX_SPENDS):
+    def __init__(self, max_spends: int = MAX_SPENDS, rows: ShareRows | None = None):
         if max_spends < 2:
             raise ValueError(f"max_spends must be >= 2, got {max_spends!r}")
         self.max_spends = max_spends
-        self._pools: dict[str, _Pool] = {}
+        self.rows = ShareRows() if rows is None else rows
+        # the balance each pool should hold now but for spends (NONE: that dimension is unlimited)
+        self._expected = (self.rows.column("d", NONE), self.rows.column("d", NONE))
+        self._looked = self.rows.column("B", 0)
+        self._seen: dict[str, _Seen] = {}
 
     def look(self, key: str, balance: tuple[float | None, float | None], now_s: float) -> None:
         """The pool ``key`` holds ``balance`` (msgs, bytes; None: unlimited) at ``now_s``."""
-        pool = self._pools.get(key)
-        if pool is None:
-            self._pools[key] = _Pool(balance)
+        row = self.rows.add(key)
+        if not self._looked[row]:
+            self._looked[row] = 1
+            self._set_expected(row, balance)
             return
         spent = [0.0, 0.0]
-        for i, (was, now) in enumerate(zip(pool.expected, balance, strict=True)):
-            if was is not None and now is not None and was - now > DUST:
+        for i, now in enumerate(balance):
+            was = self._expected[i][row]
+            if now is not None and not math.isnan(was) and was - now > DUST:
                 spent[i] = was - now
-        pool.expected = balance
+        self._set_expected(row, balance)
         if spent[0] or spent[1]:
-            pool.seen.append([now_s, spent[0], spent[1]])
-            if len(pool.seen) > self.max_spends:
-                oldest = pool.seen.pop(0)
-                pool.seen[0][1] += oldest[1]
-                pool.seen[0][2] += oldest[2]
-                pool.sent = max(0, pool.sent - 1)
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._seen[key] = _Seen()
+            seen.spends.append([now_s, spent[0], spent[1]])
+            if len(seen.spends) > self.max_spends:
+                oldest = seen.spends.pop(0)
+                seen.spends[0][1] += oldest[1]
+                seen.spends[0][2] += oldest[2]
+                seen.sent = max(0, seen.sent - 1)
+
+    def _set_expected(self, row: int, balance: tuple[float | None, float | None]) -> None:
+        for i, b in enumerate(balance):
+            self._expected[i][row] = NONE if b is None else b
 
     def deposited(self, key: str, msgs: float, bytes_: float) -> None:
         """The keeper deposited (msgs, bytes) into pool ``key`` (negative: took them back)."""
-        pool = self._pools.get(key)
-        if pool is not None:
-            m, b = pool.expected
-            pool.expected = (None if m is None else m + msgs, None if b is None else b + bytes_)
+        row = self.rows.get(key)
+        if row is not None and self._looked[row]:
+            self._expected[0][row] += msgs    # (NaN, an unlimited dimension, stays NaN)
+            self._expected[1][row] += bytes_
 
     def unsent(self, key: str, now_s: float) -> list[Spend]:
         """The spends of ``key`` not yet answered, for an ask sent at ``now_s`` (marked as carried by it)."""
-        pool = self._pools.get(key)
-        if pool is None:
+        seen = self._seen.get(key)
+        if seen is None:
             return []
-        pool.sent = len(pool.seen)
-        return [Spend(ago_s=max(0.0, now_s - at), msgs=m, bytes=b) for at, m, b in pool.seen]
+        seen.sent = len(seen.spends)
+        return [Spend(ago_s=max(0.0, now_s - at), msgs=m, bytes=b) for at, m, b in seen.spends]
 
     def answered(self, key: str) -> None:
         """The ask carrying ``key``'s spends was answered: they are the control plane's now."""
-        pool = self._pools.get(key)
-        if pool is not None:
-            del pool.seen[:pool.sent]
-            pool.sent = 0
+        seen = self._seen.get(key)
+        if seen is not None:
+            del seen.spends[:seen.sent]
+            seen.sent = 0
+            if not seen.spends:
+                del self._seen[key]
+                if not self._seen:
+                    self._seen = {}   # (a dict keeps its table when emptied: 100 kB after 5,000 pools spent)
 
     def forget(self, keep: Iterable[str]) -> None:
         keep = set(keep)
-        for key in [k for k in self._pools if k not in keep]:
-            del self._pools[key]
+        self.rows.forget(keep)
+        for key in [k for k in self._seen if k not in keep]:
+            del self._seen[key]
