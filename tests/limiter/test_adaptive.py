@@ -166,6 +166,21 @@ def test_retry_after_pauses_every_sender_up_to_the_longest_pause_allowed(clock: 
     assert a.paused_for_s() == pytest.approx(10.0)
 
 
+def test_a_pause_is_left_out_of_what_the_sink_delivered(clock: Clock) -> None:
+    """The sink was not asked while every sender honoured its Retry-After: what it delivered a second is what it
+    delivered while asked."""
+    a = rate(2000, clock)
+    deliver(a, clock, 700, 1.0)
+    a.observe(Outcome.THROTTLED, retry_after_s=1.0)   # -> 1,000 (the deepest cut), and a pause of 1 s
+    clock.advance(1.0)                                # the pause: nothing sent, nothing delivered
+    assert a.rate_per_s() == pytest.approx(1000)
+    deliver(a, clock, 700, 0.5)                       # back at 1,000: the sink takes its 700 a second
+    a.observe(Outcome.THROTTLED, retry_after_s=1.0)
+    clock.advance(1.0)
+    # 0.95 x 700 -- counting the pause, the sink read as 350 in 1.5 s (233/s) and the cut went to 500
+    assert a.rate_per_s() == pytest.approx(665, rel=0.01)
+
+
 def test_the_operators_change_wins_at_once(clock: Clock) -> None:
     a = rate(2000, clock)
     deliver(a, clock, 700, 1.0)
