@@ -61,18 +61,21 @@ class ShareRows:
             self._columns.append((col, default))
         return col
 
+    def _find(self, key: str) -> tuple[int, bool]:
+        """(where ``key`` is or would go in ``_keys``, whether it is there), under the lock."""
+        i = bisect_left(self._keys, key)
+        return i, i < len(self._keys) and self._keys[i] == key
+
     def get(self, key: str) -> int | None:
         with self._lock:
-            keys = self._keys
-            i = bisect_left(keys, key)
-            return self._rows[i] if i < len(keys) and keys[i] == key else None
+            i, found = self._find(key)
+            return self._rows[i] if found else None
 
     def add(self, key: str) -> int:
         """``key``'s row, made (every column at its default) if it has none."""
         with self._lock:
-            keys = self._keys
-            i = bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key:
+            i, found = self._find(key)
+            if found:
                 return self._rows[i]
             if self._free:
                 row = self._free.pop()
@@ -83,7 +86,7 @@ class ShareRows:
                 self._size += 1
                 for col, default in self._columns:
                     col.append(default)
-            keys.insert(i, key)
+            self._keys.insert(i, key)
             self._rows.insert(i, row)
             return row
 
@@ -91,13 +94,12 @@ class ShareRows:
         """Free the rows of every key not in ``keep``; returns those keys."""
         keep = keep if isinstance(keep, (set, frozenset, dict)) else set(keep)
         with self._lock:
-            kept = [i for i, k in enumerate(self._keys) if k in keep]
-            if len(kept) == len(self._keys):
-                return []
             gone = [k for k in self._keys if k not in keep]
-            self._free.extend(row for k, row in zip(self._keys, self._rows, strict=True) if k not in keep)
-            self._keys = [self._keys[i] for i in kept]
-            self._rows = array("I", (self._rows[i] for i in kept))
+            if gone:
+                pairs = list(zip(self._keys, self._rows, strict=True))
+                self._free.extend(row for k, row in pairs if k not in keep)
+                self._keys = [k for k, _ in pairs if k in keep]
+                self._rows = array("I", (row for k, row in pairs if k in keep))
             return gone
 
     def __contains__(self, key: object) -> bool:
