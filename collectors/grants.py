@@ -133,10 +133,10 @@ class Grants:
 
     def _answered(self, key: str, columns: tuple[array, array]) -> tuple[float, float] | None:
         """``columns``' (msgs, bytes) of ``key``'s last answer, None if it was never answered."""
-        row = self.rows.get(key)
-        if row is None or math.isnan(self._safe[0][row]):
+        got = self.rows.read(key, self._safe[0], *columns)   # (other threads call this: read under the lock)
+        if got is None or math.isnan(got[0]):
             return None
-        return columns[0][row], columns[1][row]
+        return got[1], got[2]
 
     def chunk(self, key: str, limit: Rate) -> tuple[float, float]:
         """The fair chunk to ask for next: what the control plane last said, else ``DEFAULT_CHUNK_S`` of the

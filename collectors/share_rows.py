@@ -22,10 +22,11 @@ answered) stays in small dicts of its owner, not in a column every limit pays fo
 Consistency
 -----------
 The index (the sorted keys and their rows) changes under a lock, and is read under it: rows are added and
-forgotten by the grant keeper's round, and looked up from other threads too (a producer's limiter asking
-``Grants.mode``, the reporter reading the fair rates). The columns are read one number at a time: each read is
-atomic, and the fields of one answer may, for an instant, be of two successive answers -- each a value the
-control plane said. A row freed by ``forget`` is reused by the next new key.
+forgotten by the grant keeper's round, one at a time, and read from other threads too (a producer's limiter
+asking ``Grants.mode``, the reporter reading the fair rates) with ``read``, which finds the row and reads its
+numbers under the lock -- a row freed by ``forget`` is reused by the next new key, and must not be read as the
+old key's. The keeper, the only writer, reads its own columns directly, and writes an answer's numbers one at a
+time: a read may see, for an instant, fields of two successive answers -- each a value the control plane said.
 """
 
 from __future__ import annotations
@@ -70,6 +71,13 @@ class ShareRows:
         with self._lock:
             i, found = self._find(key)
             return self._rows[i] if found else None
+
+    def read(self, key: str, *columns: array) -> tuple[float, ...] | None:
+        """``key``'s numbers in ``columns``, None if it has no row: found and read under the lock (another thread
+        never reads a row that was forgotten and given to another key in between)."""
+        with self._lock:
+            i, found = self._find(key)
+            return tuple(col[self._rows[i]] for col in columns) if found else None
 
     def add(self, key: str) -> int:
         """``key``'s row, made (every column at its default) if it has none."""

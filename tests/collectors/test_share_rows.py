@@ -38,6 +38,8 @@ def test_a_forgotten_keys_row_is_reused_by_the_next_new_key_at_the_defaults() ->
     assert rows.get("b") is None and len(rows) == 2 and sorted(rows) == ["a", "c"]
     assert rows.forget(["a", "c"]) == []            # nothing more to forget
     assert rows.add("d") == freed and at[freed] == 0.0
+    assert rows.read("b", at) is None and rows.read("d", at) == (0.0,)   # (the row is "d"'s now, not "b"'s)
+    assert rows.read("a", at, at) == (7.0, 7.0)
     assert at[rows.get("a")] == 7.0 and at[rows.get("c")] == 7.0   # the others' rows did not move
 
 
