@@ -290,11 +290,9 @@ class GrantKeeper:
             return 0
         asks: list[tuple[GrantAsk, Pool]] = []
         seen = set()
-        rows = self.grants.rows
         for pool in self._pools():
             seen.add(pool.key)
-            row = rows.add(pool.key)
-            self.spends.look(pool.key, pool.balance, now)
+            row = self.spends.look(pool.key, pool.balance, now)   # (its row in the rows shared with the answers)
             moved_at = self._moved_at(row, pool.admitted, now, pool.waiting or pool.held_up)
             held = tuple(max(0.0, b or 0.0) for b in pool.balance)
             idle = now - moved_at >= self.idle_s

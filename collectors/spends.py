@@ -50,13 +50,14 @@ class SpendLog:
         self._looked = self.rows.column("B", 0)
         self._seen: dict[str, _Seen] = {}
 
-    def look(self, key: str, balance: tuple[float | None, float | None], now_s: float) -> None:
-        """The pool ``key`` holds ``balance`` (msgs, bytes; None: unlimited) at ``now_s``."""
+    def look(self, key: str, balance: tuple[float | None, float | None], now_s: float) -> int:
+        """The pool ``key`` holds ``balance`` (msgs, bytes; None: unlimited) at ``now_s``. Returns its row in
+        ``rows`` (made if it had none)."""
         row = self.rows.add(key)
         if not self._looked[row]:
             self._looked[row] = 1
             self._set_expected(row, balance)
-            return
+            return row
         spent = [0.0, 0.0]
         for i, now in enumerate(balance):
             was = self._expected[i][row]
@@ -73,6 +74,7 @@ class SpendLog:
                 seen.spends[0][1] += oldest[1]
                 seen.spends[0][2] += oldest[2]
                 seen.sent = max(0, seen.sent - 1)
+        return row
 
     def _set_expected(self, row: int, balance: tuple[float | None, float | None]) -> None:
         for i, b in enumerate(balance):
