@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: equal; give each topic's limit to keep every limit busy)")
     p.add_argument("--payload-bytes", type=_positive_int, default=200, help="payload size (rate source, --generate)")
     p.add_argument("--producers-per-topic", type=_positive_int, default=2, help="keyed producers (threads) per topic per task")
-    p.add_argument("--batch-rows", type=_positive_int, default=100, help="records per acquire")
+    p.add_argument("--batch-rows", type=_positive_int, default=None,
+                   help="records per acquire (default 25: each worker sharing a limit may run up to one acquire "
+                        "ahead, so a send should be a small part of the tightest limit's second)")
 
     p = sub.add_parser("dispatch", help="read a backlog as subscriptions under the dispatch limiters")
     _common(p, "run time bound (default 30 s)")
@@ -155,7 +157,8 @@ def _config(args: argparse.Namespace) -> Any:
         duration = args.duration_s if args.duration_s or args.source == "files" else 20.0
         return jobs.PublishConfig(args.output, args.source, args.input, args.topics or jobs.DEMO_TOPICS, args.sink,
                                   duration, args.partitions, args.rows_per_batch, args.payload_bytes,
-                                  args.producers_per_topic, args.batch_rows, topic_weights=args.topic_weights)
+                                  args.producers_per_topic, args.batch_rows or jobs.PublishConfig.batch_rows,
+                                  topic_weights=args.topic_weights)
     if args.job == "dispatch":
         if args.generate:
             jobs.make_backlog(args.backlog, {"acme/stream/orders": 1, "acme/stream/events": 2}, args.generate)

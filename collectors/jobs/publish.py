@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from limiter.levels import split_topic
 
 from .common import atomic_write_text, optional_positive, positive, summarize, visible_files
-from .sender import SUMMARY_DDL, SendSettings, send_partition
+from .sender import BATCH_ROWS, SUMMARY_DDL, SendSettings, send_partition
 from .streaming import run_until
 
 __all__ = ["PublishConfig", "run_publish", "make_input", "read_output", "DEMO_TOPICS"]
@@ -68,7 +68,7 @@ class PublishConfig:
     rows_per_batch: int = 2000            # rate: rows per micro-batch
     payload_bytes: int = 200              # rate: payload size
     producers_per_topic: int = 2          # keyed producers (threads) per topic per task
-    batch_rows: int = 100                 # records per acquire (accounting is per batch, not per record)
+    batch_rows: int = BATCH_ROWS          # records per acquire (accounting is per batch; see sender.BATCH_ROWS)
     ready_timeout_s: float = 10.0
     http_timeout_s: float = 10.0
     topic_weights: tuple[int, ...] | None = None   # rate: records per topic in these proportions (None: equal)
