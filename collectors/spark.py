@@ -7,7 +7,12 @@ one per Python worker, reused across tasks) and, for every batch it passes on, c
 ``producer.acquire(msgs=rows, bytes=size)`` *before* yielding the batch downstream. While any level says the
 producer is over its limit, ``acquire`` waits on an event -- the task simply stops pulling its input, so nothing
 is dropped and nothing spins. Accounting is per batch, never per row: a row iterator is grouped into batches of
-``batch_rows`` (default 100) so the limiter costs one call per batch, and pandas/Arrow batches are charged whole.
+``batch_rows`` (default 100) so the limiter costs one call per batch, and pandas/Arrow batches are charged whole
+-- unless a batch is large beside the producer's tightest limit: it is then charged and passed on in slices of at
+most a 40th of that limit's second (``Producer.most_per_acquire``; 25 rows at 1,000 msgs/s, of Spark's default
+10,000-row Arrow batches). Each worker sharing a limit may run up to one charge ahead of it, so a charge of a
+10,000-row batch against a 1,000 msgs/s limit was ten seconds of it at once. With no binding limit (a 40th of
+the limit's second is at least the batch), a batch goes on whole, as one charge.
 
 - ``throttle_rows(rows, topic)``        for ``rdd.mapPartitions`` / ``df.rdd.mapPartitions``: yields the same
                                         rows, ``batch_rows`` at a time. ``topic`` may be a function of the row
@@ -38,6 +43,7 @@ A producer is named ``<topic>#p<partition>`` after the Spark partition that send
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import secrets
@@ -125,26 +131,45 @@ def arrow_size_of_pandas(frame: Any) -> int:
     return total
 
 
+def _charged_slices(producer: Any, batch: Any, rows: int, nbytes: float,
+                   cut: Callable[[Any, int, int], Any]) -> Iterator[Any]:
+    """Pass ``batch`` (``rows`` rows, ``nbytes`` bytes) on after acquiring it from ``producer``: whole, or, when
+    it is larger than ``producer.most_per_acquire()``, as ``cut(batch, offset, length)`` slices, each acquired
+    before it is yielded (bytes charged by the slice's part of the rows, so the charges add up to the batch's)."""
+    most_msgs, most_bytes = producer.most_per_acquire()
+    step = min(most_msgs, most_bytes * rows / nbytes if nbytes > 0 else math.inf)
+    if step >= rows:
+        producer.acquire(msgs=rows, bytes=nbytes)
+        yield batch
+        return
+    step = max(1, int(step))
+    for offset in range(0, rows, step):
+        length = min(step, rows - offset)
+        producer.acquire(msgs=length, bytes=nbytes * length / rows)
+        yield cut(batch, offset, length)
+
+
 def throttle_pandas(topic: str, *, producer: str | None = None, **producer_options: Any):
-    """A function for ``df.mapInPandas(f, df.schema)`` that passes each batch on after acquiring it."""
+    """A function for ``df.mapInPandas(f, df.schema)`` that passes each batch on after acquiring it (in slices
+    when it is large beside the tightest limit: see the module essay)."""
 
     def throttled(frames: Iterator[Any]) -> Iterator[Any]:
         limiter = _producer(topic, producer, producer_options)
         for frame in frames:
-            limiter.acquire(msgs=len(frame), bytes=arrow_size_of_pandas(frame))
-            yield frame
+            yield from _charged_slices(limiter, frame, len(frame), arrow_size_of_pandas(frame),
+                                      lambda f, at, n: f.iloc[at:at + n])
 
     return throttled
 
 
 def throttle_arrow(topic: str, *, producer: str | None = None, **producer_options: Any):
-    """A function for ``df.mapInArrow(f, df.schema)`` that passes each RecordBatch on after acquiring it."""
+    """A function for ``df.mapInArrow(f, df.schema)`` that passes each RecordBatch on after acquiring it (in
+    slices when it is large beside the tightest limit: see the module essay)."""
 
     def throttled(batches: Iterator[Any]) -> Iterator[Any]:
         limiter = _producer(topic, producer, producer_options)
         for batch in batches:
-            limiter.acquire(msgs=batch.num_rows, bytes=batch.nbytes)
-            yield batch
+            yield from _charged_slices(limiter, batch, batch.num_rows, batch.nbytes, lambda b, at, n: b.slice(at, n))
 
     return throttled
 

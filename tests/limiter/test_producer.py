@@ -1,5 +1,6 @@
 import asyncio
 import gc
+import math
 import threading
 import weakref
 
@@ -222,3 +223,23 @@ def test_a_plain_limiter_charges_first_and_throttles_after(clock: ManualClock) -
     producer = Producer("p", [lim], clock=clock)
     assert producer.try_acquire(25)
     assert producer.paused
+
+
+def test_most_per_acquire_is_a_40th_of_the_tightest_limit_of_each_dimension(clock: ManualClock) -> None:
+    topic = PublishRateLimiter(Rate(msgs=1000), level=Level.TOPIC, name="t", clock=clock)
+    tenant = PublishRateLimiter(Rate(msgs=400, bytes=1_000_000), level=Level.TENANT, name="acme", clock=clock)
+    assert Producer("p", [topic, tenant], clock=clock).most_per_acquire() == (10.0, 25_000.0)
+    assert Producer("p", [topic], clock=clock).most_per_acquire(share=0.1) == (100.0, math.inf)
+
+
+def test_most_per_acquire_of_a_shared_pool_is_by_what_the_pool_holds_per_period(clock: ManualClock) -> None:
+    # (a pool's own refill rate is next to nothing: the grants fill it, up to the limit per period)
+    assert Producer("p", [pooled(clock)], clock=clock).most_per_acquire() == (25.0, math.inf)
+
+
+def test_most_per_acquire_with_no_limit_is_unbounded_and_a_bad_share_is_refused(clock: ManualClock) -> None:
+    p = Producer("p", [PublishRateLimiter(Rate.unlimited(), clock=clock)], clock=clock)
+    assert p.most_per_acquire() == (math.inf, math.inf)
+    for bad in (0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="share must be a part of the limit, > 0 and <= 1"):
+            p.most_per_acquire(share=bad)
