@@ -13,16 +13,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from limiter.producer import ACQUIRE_SHARE
+
 from ..common import row
 from . import jobs, windows
 
-__all__ = ["Workload", "workloads", "rows_for", "LIMIT", "INTERVAL_S", "WARMUP_S", "ONE_ACQUIRE", "SECTION"]
+__all__ = ["Workload", "workloads", "rows_for", "LIMIT", "INTERVAL_S", "WARMUP_S", "ONE_ACQUIRE", "one_acquire",
+           "SECTION"]
 
 SECTION = "shared"
 LIMIT = 1000.0
 INTERVAL_S = 1.0
 WARMUP_S = 5.0
-ONE_ACQUIRE = jobs.ARROW_ROWS / LIMIT
+ONE_ACQUIRE = jobs.ARROW_ROWS / LIMIT   # the static split and Redis charge each Arrow batch whole
+
+
+def one_acquire(kind: str) -> float:
+    """The largest acquire of ``kind``, over the limit: a window's goal allows one above 1.05 of it. Ours splits
+    an Arrow batch into sends of a 40th of the limit (``Producer.most_per_acquire``; the publish job sends 25
+    records at a time), so its windows are held to 1.075; the others charge each 100-row batch whole."""
+    return ACQUIRE_SHARE if kind == "ours" else ONE_ACQUIRE
 
 
 @dataclass
@@ -73,6 +83,7 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
     """The table rows of one run of ``w`` by ``kind`` on ``where`` (its figures ``r``, see ``Bench.run``), in
     the README table's ``section``."""
     label = f"{w.name} [{kind}, {where}]"
+    most = 1.05 + one_acquire(kind)   # a worst window's goal (a mean above it is a limit that did not hold)
     out = []
     if "lost" in r:
         out.append(row(section, f"{label}: records lost / sent twice", r["lost"] + r["twice"], "records", "= 0",
@@ -90,8 +101,8 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
                            f"less {r['after_paused_s']:.1f} s in which Spark ran no task (longer than "
                            f"{windows.PAUSE_S:g} s: the replacement executor starting)"))
         if w.job == "publish":
-            out.append(row(section, f"{label}: worst 1-s window / limit", r["worst"], "x", f"<= {1.05 + ONE_ACQUIRE:.2f}",
-                           r["worst"] <= 1.05 + ONE_ACQUIRE, "delivered records only"))
+            out.append(row(section, f"{label}: worst 1-s window / limit", r["worst"], "x", f"<= {most:.4g}",
+                           r["worst"] <= most, "delivered records only"))
             return out
     if w.pace_per_task:
         demand = w.pace_per_task * w.partitions / LIMIT
@@ -118,15 +129,14 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
                        r["outage_gap_s"] <= 2, what))
         out.append(row(section, f"{label}: mean during the outage / limit", r["outage_mean"], "x"))
         out.append(row(section, f"{label}: worst 1-s window after the restart / limit", r["after_worst"], "x",
-                       f"<= {1.05 + ONE_ACQUIRE:.2f}", r["after_worst"] <= 1.05 + ONE_ACQUIRE))
+                       f"<= {most:.4g}", r["after_worst"] <= most))
         return out
     else:
         # (with an executor killed, the whole run's mean holds Spark's own pause: the goal is on the one above)
         goal = kind == "ours" and w.during != "executor"
-        most = 1.05 + ONE_ACQUIRE   # a mean above the limit is a limit that did not hold
         out.append(row(section, f"{label}: mean admitted / limit", r["mean"], "x",
-                       f"0.97-{most:.2f}" if goal else "", 0.97 <= r["mean"] <= most if goal else None))
+                       f"0.97-{most:.4g}" if goal else "", 0.97 <= r["mean"] <= most if goal else None))
     goal = kind == "ours"
     out.append(row(section, f"{label}: worst 1-s window / limit", r["worst"], "x",
-                   f"<= {1.05 + ONE_ACQUIRE:.2f}" if goal else "", r["worst"] <= 1.05 + ONE_ACQUIRE if goal else None))
+                   f"<= {most:.4g}" if goal else "", r["worst"] <= most if goal else None))
     return out
