@@ -43,8 +43,8 @@ MONITOR_INTERVAL_S = 0.05
 # records per acquire by default. An acquire is charged whole, and a producer sends while its limiter holds any
 # token, owing the rest (Pulsar's rule): each worker sharing a limit may run up to one acquire ahead, and the
 # control plane, bounding every second's spends, holds the others back by as much. At 100 records a send -- a
-# tenth of a 1,000 msgs/s limit -- the job's 2-task stream used 0.945 of its limit with windows at 1.1x;
-# at 25, 0.95-0.97 with windows at 1.05x (a send costs microseconds of the limiter beside its delivery)
+# tenth of a 1,000 msgs/s limit -- the job's 4-task batch had a second at 1.18x its limit and its stream used
+# 0.945 of it; at 25, 1.06x and 0.94-0.975 (a send costs microseconds of the limiter beside its delivery)
 BATCH_ROWS = 25
 SUMMARY_SCHEMA = pa.schema([
     ("kind", pa.string()), ("partition", pa.int32()), ("attempt", pa.int32()), ("participant", pa.string()),
