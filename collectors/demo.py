@@ -48,6 +48,7 @@ from typing import Any
 
 import httpx
 
+from limiter.producer import ACQUIRE_SHARE
 from protocol.settings import ConfigError, ControlPlaneAccess
 
 from .jobs.publish import DEMO_TOPICS, PublishConfig, run_publish
@@ -64,9 +65,6 @@ DEMO_RATES_PER_S = (150, 250, 200, 200, 200, 500)
 PAYLOAD_BYTES = 200
 SLOTS_PER_JOB = 2   # tasks of each side job
 BATCH_S = 60.0  # of sending at its seeded limit per micro-batch of a topic's stream (the gap between two: ~1 s)
-# of sending at its seeded limit per acquire: clicks' 150 msgs/s sent 100 records a send (the job's default then)
-# -- two thirds of its second, and each worker sharing a limit may run up to one acquire ahead of it
-ACQUIRE_S = 0.025
 MASTER = f"local[{len(DEMO_RATES_PER_S) + SLOTS_PER_JOB}]"   # a slot for each topic's stream and the side jobs
 SEED: list[tuple[str, str, dict[str, Any] | None]] = [
     ("PUT", "/admin/v2/resourcegroups/rg-etl", {"publishRateInMsgs": 400, "publishRateInBytes": -1,
@@ -176,7 +174,9 @@ def _publish_rounds(spark: Any, work: Path, topic: str, rate_per_s: float, round
         config = PublishConfig(output=str(out), duration_s=length, topics=(topic,), partitions=1,
                                producers_per_topic=3, payload_bytes=PAYLOAD_BYTES,
                                rows_per_batch=max(1, int(rate_per_s * BATCH_S)),
-                               batch_rows=max(1, round(rate_per_s * ACQUIRE_S)))
+                               # (the producers' own rule, ``most_per_acquire``: clicks' 150 msgs/s sent 100
+                               # records a send, the job's default then -- two thirds of its second)
+                               batch_rows=max(1, round(rate_per_s * ACQUIRE_SHARE)))
         summary = run_publish(spark, config)
         log.info("demo: %s round %d: %s records out", topic, round_no, summary.get("records_out"))
 
