@@ -2,12 +2,15 @@
 per-task AIMD, in one run on ``local[2]``.
 
 A real HTTP server on loopback (``shared/sink_server.py``) takes 700 records/s (a token bucket holding 0.2 s of
-it) and answers 429 with a Retry-After beyond it (whole seconds, as HTTP has them); a Structured Streaming job
-(Spark's ``rate-micro-batch``, 2 tasks, more demand than any limit) sends to it through a shared limit configured
-at 2,000/s, in requests of 20 records (``shared/adaptive_kinds.py``). Mid-run the sink's capacity becomes 1,200/s, then 400/s. Kinds: ``ours``
+it) and answers 429 with a Retry-After beyond it; a Structured Streaming job (Spark's ``rate-micro-batch``, 2
+tasks, more demand than any limit) sends to it through a shared limit configured at 2,000/s, in requests of 20
+records (``shared/adaptive_kinds.py``). Mid-run the sink's capacity becomes 1,200/s, then 400/s. Kinds: ``ours``
 (the limit is ``adaptive``; every task reports each answer), ``none`` (the same limit, not adaptive), ``alone``
 (per-task AIMD: each Python worker adapts its own part of the limit to its own answers). A refused request is not
-sent again. Figures, from the server's own record of every answer:
+sent again. Two sinks (``SINKS``): one whose Retry-After is whole seconds only, as HTTP's header is (each refusal
+pauses every sender of an adaptive limit for a second at least), and one that also sends its exact wait in
+``retry-after-ms``, as Azure's services do (``none`` is run on the first only: it pauses for neither). Figures,
+from the server's own record of every answer:
 
 - seconds until the sink takes >= 0.9 of its capacity over 3 seconds in a row (refusing < 5 %; goal <= 10),
   then what it takes over its capacity (goal >= 0.9) and the share of records it refuses from then on
@@ -23,6 +26,7 @@ library shipped to the executors, a warm-up run first).
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -40,6 +44,7 @@ SECTION = "adaptive"
 CEILING = 2000.0
 PHASES = ((700.0, 20.0), (1200.0, 12.0), (400.0, 12.0))   # (capacity per second, seconds)
 QUICK_PHASES = ((700.0, 12.0), (1200.0, 10.0), (400.0, 10.0))
+SINKS = {"Retry-After": False, "+ retry-after-ms": True}   # name -> the sink sends retry-after-ms too
 HELD_S = 3   # seconds in a row a capacity must be held to count as reached
 
 
@@ -47,7 +52,7 @@ def per_second(answers: list[tuple[float, int, bool]], t0: float, seconds: int) 
     """Records taken and refused in each second from ``t0``."""
     taken, refused = [0] * seconds, [0] * seconds
     for t, n, ok in answers:
-        s = int(t - t0)
+        s = math.floor(t - t0)   # (int() would fold the second before t0 into second 0)
         if 0 <= s < seconds:
             (taken if ok else refused)[s] += n
     return taken, refused
@@ -82,13 +87,13 @@ def figures(answers: list[tuple[float, int, bool]], t0: float, phases: tuple[tup
     return out
 
 
-def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], whole_seconds: bool = True
+def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], retry_after_ms: bool = False
               ) -> dict[str, float]:
     bench.runs += 1
     topic = f"ad{bench.runs}/ns/api"
     bench._ok(bench.admin.post(f"/admin/v2/persistent/{topic}/publishRate", json={
         "publishThrottlingRateInMsg": CEILING, "adaptive": kind == "ours"}))
-    sink = SinkServer(phases[0][0], whole_seconds=whole_seconds).start()
+    sink = SinkServer(phases[0][0], retry_after_ms=retry_after_ms).start()
     try:
         started: dict[str, float] = {}
 
@@ -107,7 +112,9 @@ def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], wh
         sink.close()
 
 
-def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, float], ...]) -> list[dict[str, Any]]:
+def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, float], ...], sink: str = "Retry-After"
+             ) -> list[dict[str, Any]]:
+    """The rows of one sink's runs (``results``: kind -> figures)."""
     c0, c1, c2 = (int(c) for c, _ in phases)
     out = []
     for kind in KINDS:
@@ -115,7 +122,7 @@ def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, fl
         if r is None:
             continue
         ours = kind == "ours"
-        name = f"sink of {c0:,}/s, limit {int(CEILING):,} [{kind}]"
+        name = f"sink of {c0:,}/s ({sink}), limit {int(CEILING):,} [{kind}]"
         out += [
             row(SECTION, f"{name}: seconds to take >= 0.9 of the capacity", r["reach_0"], "s",
                 "<= 10" if ours else "", r["reach_0"] <= 10 if ours else None),
@@ -138,33 +145,40 @@ def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, fl
         # no limiter can deliver more; a sink that counts refused requests too would take less)
         delivered = ours["taken"] / max(1.0, theirs["taken"])
         out += [
-            row(SECTION, f"delivered over the run, ours / {other}", delivered, "x",
+            row(SECTION, f"{sink}: delivered over the run, ours / {other}", delivered, "x",
                 *((">= 1", delivered >= 1) if other == "alone" else ("", None)),
                 note="" if other == "alone" else "the sink takes its capacity whatever it refuses"),
-            row(SECTION, f"refused over the run, ours - {other}", 100 * (ours["refused_share"] - theirs["refused_share"]),
+            row(SECTION, f"{sink}: refused over the run, ours - {other}",
+                100 * (ours["refused_share"] - theirs["refused_share"]),
                 "points", "< 0", ours["refused_share"] < theirs["refused_share"]),
         ]
     return out
 
 
-def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, whole_seconds: bool = True) -> list[dict[str, Any]]:
+def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, sinks: tuple[str, ...] = tuple(SINKS)
+        ) -> list[dict[str, Any]]:
     if shutil.which("java") is None:
         return [row(SECTION, "skipped: Java not found", float("nan"), "", "", None)]
     from .bench_shared import Bench
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     phases = QUICK_PHASES if quick else PHASES
+    out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-adaptive-") as tmp:
         bench = Bench(quick, Path(tmp))
-        results: dict[str, dict[str, float]] = {}
         try:
             bench.use("local[2]")
-            for kind in kinds:
-                results[kind] = _run_kind(bench, kind, phases, whole_seconds)
-                print(f"  adaptive [{kind}]: {results[kind]}", file=sys.stderr, flush=True)
+            for sink in sinks:
+                results: dict[str, dict[str, float]] = {}
+                for kind in kinds:
+                    if kind == "none" and SINKS[sink]:
+                        continue   # (it pauses for neither header: the same run as on the first sink)
+                    results[kind] = _run_kind(bench, kind, phases, SINKS[sink])
+                    print(f"  adaptive [{sink}] [{kind}]: {results[kind]}", file=sys.stderr, flush=True)
+                out += rows_for(results, phases, sink)
         finally:
             bench.close()
-    return rows_for(results, phases)
+    return out
 
 
 if __name__ == "__main__":
@@ -173,8 +187,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--kind", action="append", choices=KINDS)
-    parser.add_argument("--decimal-retry-after", action="store_true",
-                        help="the sink's Retry-After as an exact decimal, not whole seconds")
+    parser.add_argument("--sink", action="append", choices=tuple(SINKS),
+                        help="the sink's answers: Retry-After only (whole seconds), or retry-after-ms too")
     args = parser.parse_args()
-    for r in run(args.quick, tuple(args.kind or KINDS), not args.decimal_retry_after):
+    for r in run(args.quick, tuple(args.kind or KINDS), tuple(args.sink or SINKS)):
         print(r)

@@ -16,12 +16,17 @@ import email.utils
 import math
 import threading
 import time
+from collections.abc import Mapping
 
 from limiter.adaptive import Outcome, checked_outcome
 from limiter.levels import split_topic
 from protocol import Outcomes, limit_key
 
-__all__ = ["OutcomeLog", "retry_after_s"]
+__all__ = ["OutcomeLog", "retry_after_s", "retry_after_from", "MS_HEADERS"]
+
+# a sink's wait in milliseconds, read before ``Retry-After`` (whole seconds in HTTP: a token bucket that is a few
+# milliseconds short says "1"): what Azure's services send and its SDKs read first, in this order
+MS_HEADERS = ("retry-after-ms", "x-ms-retry-after-ms")
 
 
 def retry_after_s(value: str | None, now_s: float | None = None) -> float | None:
@@ -38,6 +43,22 @@ def retry_after_s(value: str | None, now_s: float | None = None) -> float | None
             return None
         seconds = at.timestamp() - (time.time() if now_s is None else now_s)
     return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def retry_after_from(headers: Mapping[str, str]) -> float | None:
+    """The wait a sink's answer asks for, in seconds: its ``retry-after-ms`` (or ``x-ms-retry-after-ms``) if it
+    sent a readable one, else its ``Retry-After``; None if none. ``headers``: any mapping whose ``get`` ignores
+    case (httpx's and requests' headers do); the names are tried as written here too."""
+    for name in MS_HEADERS:
+        value = headers.get(name)
+        if value:
+            try:
+                ms = float(value.strip())
+            except ValueError:
+                continue
+            if math.isfinite(ms) and ms >= 0:
+                return ms / 1000.0
+    return retry_after_s(headers.get("Retry-After"))
 
 
 def adaptive_keys(topic: str) -> tuple[str, str]:

@@ -16,45 +16,45 @@ known), ``Outcome.THROTTLED`` (the sink said "too many", with its ``Retry-After`
 ``Outcome.ERROR`` (it failed for another reason: counted, no congestion). An OK slower than ``slow_s`` (when set)
 is congestion too: a database's latency climbs before it refuses anything.
 
-- **decrease, once per congestion event:** the first congestion signal sets the rate to what the sink delivered
-  a second over the last epoch (while it was asked: a Retry-After pause in it is left out) less ``margin`` --
-  no higher than ``cut`` times the rate, no lower than ``max_cut`` times it -- and holds it for ``epoch_s``:
-  the 429s that follow within it answer sends made at the old rate (every worker's in flight), and are the same
-  event. A rate far above the sink's capacity comes down in one or two epochs (a cut to the delivered rate),
-  not in the dozens a fixed factor takes.
-- **increase, while clean and used:** each epoch without congestion in which the sink delivered at least
-  ``USED`` of the rate adds a step per second of it, up to the ceiling -- a probe for capacity that came back.
-  Just below what the sink delivered when it last refused (within twice the margin) the step is
-  ``step_per_s``: the probe is gentle where the sink said "too many" last, and the sends it refuses when it says
-  it again are few. Past it, or far below it (the sink's capacity fell since), the step doubles with every such
-  epoch in a row (back to ``step_per_s`` at a decrease): a sink whose capacity grew by half is found in a few
-  epochs, not in the minutes a fixed step takes. An epoch that
-  delivered less says nothing about the sink (the job sent less): the rate stays, so a job that idles does not
-  climb to the ceiling and overrun the sink when it resumes.
+- **decrease, once per congestion event:** the first congestion signal reads what the sink delivered a second
+  over the last epoch (while it was asked: a Retry-After pause in it is left out) -- the sink's capacity as of
+  now, ``reading`` -- and sets the rate to that less ``margin``, no higher than ``cut`` times the rate and no
+  lower than ``max_cut`` times it; it holds for ``epoch_s`` (the 429s that follow within it answer sends made at
+  the old rate, every worker's in flight, and are the same event). A second event before the rate grew at all
+  says the reading was high (a short reading holds the sink's own burst): the cut is then ``cut_again``, not
+  ``cut``. A rate far above the sink comes down in two or three events, not in the dozens a fixed factor takes.
+- **increase, while clean and used, on a cubic in time** (TCP CUBIC's, with the sink's reading as its W_max):
+  each epoch without congestion in which the sink delivered at least ``USED`` of the rate adds its seconds to
+  ``t``, and the rate becomes ``reading + probe x reading x (t - K)^3``, ``K`` the seconds the curve takes from
+  the cut back to the reading. The rate comes back fast to just below where the sink refused, stays there a
+  while (the curve is flat around it), and only then probes above it, faster and faster: a sink whose capacity
+  grew by half is found in seconds, and at an unchanged one the refusals that end a probe are few and seconds
+  apart. An epoch that delivered less says nothing about the sink (the job sent less): the rate and ``t`` stay,
+  so a job that idles does not climb to the ceiling and overrun the sink when it resumes.
+- **a refusal that costs a pause probes later:** a probe above an unchanged capacity ends in a refusal, and a
+  refusal whose Retry-After pauses every sender for half an epoch or more (HTTP's Retry-After is whole seconds:
+  at least one) costs the whole job that pause. After such a refusal the curve's ``probe`` is ``PAUSED_PROBE``
+  of it (an eighth): twice as long between probes, so one probe's pause is a smaller part of the time.
 - **Retry-After:** the sink's own pause, ``paused_for_s()``, for every sender of the limit (at most
   ``max_pause_s``, so a bogus header cannot stall a cluster for an hour).
 - **the operator wins:** ``set_ceiling`` sets the ceiling and the rate to the operator's value at once (a cut
   for maintenance must hold now; a raise is what was asked for), and ``changed_by`` says so until the next
   adaptation.
 
-Worked example, ceiling 2,000/s, floor 50/s, epoch 1 s, cut 0.97, max cut 0.5, margin 0.05, step 20/s per
-second, a sink that takes 700/s: sending at 2,000/s, the first 429 comes a moment in; the sink delivered 700 in the
-last second, so the rate becomes max(0.5 x 2,000, min(0.97 x 2,000, 0.95 x 700)) = 1,000. One epoch later the
-429s go on (1,000 > 700): max(500, min(970, 665)) = 665. Clean from there, 20 more each second while within a
-tenth below the 700 the sink delivered when it refused (685, 705), then 20, 40, ...; once past 700 and the sink's
-own burst spent, a 429 cuts it back to ~665 at once: a sawtooth of a few seconds between 665 and ~750.
+Worked example, ceiling 2,000/s, epoch 1 s, cut 0.97, cut_again 0.85, max cut 0.5, margin 0.07, probe 0.004, a
+sink that takes 700/s and says its exact wait: sending at 2,000/s, the first 429 comes a moment in; the sink
+delivered 700 in the last second, so the rate becomes max(0.5 x 2,000, min(0.97 x 2,000, 0.93 x 700)) = 1,000.
+The 429s go on (1,000 > 700) before it grew: max(500, min(0.85 x 1,000, 651)) = 651, reading 700. Clean from
+there, K = cbrt((700 - 651) / (0.004 x 700)) = 2.6 s: 689, 699, 700, 708, 739, 810 at 1 to 6 s; the sink's burst
+(140) spent, the probe ends in a 429 about 6 s after the cut and the same again from ~651: a sawtooth of about
+six seconds between 651 and ~800, flat for two of them around 700. The same sink answering whole seconds (a
+pause of a second after each refusal): probe 0.0005, K = 5.2 s, the probe ends about 12 s after the cut. A sink
+grown to 1,200/s is found the same way: the curve passes 1,080 about 5 s after it leaves 700 (10 s after a
+paused refusal: 5 to pass the reading by the margin at an eighth of the pace, 5 more at the full one).
 Simulated (``tests/limiter``: the sink a token bucket of 700/s holding a tenth of a second, a 429 beyond it, a job
-that always wants more): 1.0 of the capacity delivered over 30 s with 0.09 % of the sends refused; the sink grown
-to 1,200/s, found in 6 s; shrunk to 400/s, held within a second. Measured in a Spark job against a real HTTP
-server: ``benchmarks/bench_adaptive.py``.
-
-``step_per_s`` is a quarter of a percent of the ceiling a second unless given (5/s under a ceiling of 2,000).
-Against a sink whose Retry-After is whole seconds, as HTTP's is, every refusal pauses every sender for a whole
-second, so a probe that fails often costs more than it finds. In that Spark benchmark, 1 % (20/s) took
-0.63-0.91 of the capacity once converged (median 0.80 over seven runs), a quarter of a percent 0.55-0.95 (median
-0.88 over ten), refusing about half as much; the price is a capacity that grew found later (once in 9 s in
-those ten runs, else not within the 12 s the benchmark gives it, where 20/s found it in 8-9 s in three runs of
-seven).
+that always wants more): 0.99 of the capacity delivered over 30 s with 0.02 % of the sends refused; the sink
+grown to 1,200/s, held at 0.9 of it from the sixth second on; shrunk to 400/s, at once. Measured in a Spark job
+against a real HTTP server: ``benchmarks/bench_adaptive.py``.
 
 Consistency: observations and reads are serialised by one lock; ``rate_per_s(now_s)`` settles a finished epoch
 first, so a reader sees the rate as of now. Time is the caller's (``now_s`` on every call, seconds of one
@@ -72,7 +72,8 @@ from .checks import at_least_zero, finite, positive
 
 __all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome", "checked_outcome"]
 
-USED = 0.7   # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
+USED = 0.7            # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
+PAUSED_PROBE = 0.125  # of ``probe`` after a refusal whose Retry-After paused every sender half an epoch or more
 
 
 class Outcome(enum.Enum):
@@ -125,24 +126,29 @@ class AdaptiveRate:
     """One adaptive limit (see the module essay). Thread-safe."""
 
     def __init__(self, ceiling_per_s: float, floor_per_s: float = 0.0, *, epoch_s: float = 1.0,
-                 cut: float = 0.97, max_cut: float = 0.5, margin: float = 0.05, step_per_s: float | None = None,
-                 slow_s: float | None = None, max_pause_s: float = 30.0, now_s: float = 0.0):
+                 cut: float = 0.97, cut_again: float = 0.85, max_cut: float = 0.5, margin: float = 0.07,
+                 probe: float = 0.004, slow_s: float | None = None, max_pause_s: float = 30.0, now_s: float = 0.0):
         self.epoch_s = positive("epoch_s", epoch_s, unit="seconds")
         self.cut = _fraction("cut", cut)
+        self.cut_again = _fraction("cut_again", cut_again)
         self.max_cut = _fraction("max_cut", max_cut)
-        if self.max_cut > self.cut:
-            raise ValueError(f"max_cut ({max_cut!r}) must be <= cut ({cut!r}): it is the deepest cut of one event")
+        if self.max_cut > min(self.cut, self.cut_again):
+            raise ValueError(f"max_cut ({max_cut!r}) must be <= cut ({cut!r}) and cut_again ({cut_again!r}): it is "
+                             "the deepest cut of one event")
         self.margin = 0.0 if margin == 0 else _fraction("margin", margin)
         self.slow_s = slow_s
         self.max_pause_s = positive("max_pause_s", max_pause_s, unit="seconds")
         self._lock = threading.Lock()
         self.ceiling_per_s = positive("ceiling_per_s", ceiling_per_s, unit="per second")
         self.floor_per_s = self._checked_floor(floor_per_s, self.ceiling_per_s)
-        self.step_per_s = (0.0025 * self.ceiling_per_s if step_per_s is None
-                           else positive("step_per_s", step_per_s, unit="per second per second"))
+        self.probe = positive("probe", probe, unit="of the reading per second cubed")
         self._rate = self.ceiling_per_s
-        self._step = self.step_per_s
-        self._refused_at_per_s = 0.0    # what the sink delivered when it last refused
+        self._read_per_s = 0.0          # what the sink delivered a second when it last refused (0: never read)
+        self._reading = 0.0             # the curve's W_max: that reading, or the rate it probes up from
+        self._base = self._rate         # the rate the last decrease set
+        self._grown_s = 0.0             # clean, used seconds since then (the cubic's t)
+        self._curve_probe = self.probe  # the cubic's probe since the last decrease
+        self._last_pause_s = 0.0        # the Retry-After of the last refusal that gave one
         self.changed_by = "operator"
         now = float(finite("now_s", now_s, unit="seconds"))
         self._epoch_at = now            # the current epoch started then
@@ -202,6 +208,8 @@ class AdaptiveRate:
             else:
                 self.throttled += int(n)
             self._congested = True
+            if retry_after_s:
+                self._last_pause_s = min(retry_after_s, self.max_pause_s)
             if now >= self._hold_until:
                 self._decrease(now)
             if retry_after_s:
@@ -230,8 +238,9 @@ class AdaptiveRate:
         floor = self._checked_floor(self.floor_per_s if floor_per_s is None else floor_per_s, ceiling)
         with self._lock:
             self.ceiling_per_s, self.floor_per_s = ceiling, floor
-            self._rate, self.changed_by, self._step = ceiling, "operator", self.step_per_s
-            self._refused_at_per_s = 0.0
+            self._rate, self.changed_by = ceiling, "operator"
+            self._read_per_s = self._reading = 0.0
+            self._base, self._grown_s = ceiling, 0.0
 
     def snapshot(self, now_s: float) -> AdaptiveSnapshot:
         with self._lock:
@@ -242,28 +251,66 @@ class AdaptiveRate:
 
     # --- the rules (under the lock) ---------------------------------------------------------------------------
 
-    def _delivered_per_s(self, now: float) -> float:
+    def _delivered_per_s(self, now: float) -> float | None:
         """What the sink delivered a second over the last epoch and this one, while it was asked: a pause
         (Retry-After) in them is left out -- the sink was not asked then. Counting it, a sink of 700/s that
         refused again soon after a pause read as 230-450/s, and the rate was cut to a half or two thirds of its
-        capacity. (Unless that leaves too little time to say: the answers of sends made before the pause land
-        in it, and over a few hundredths of a second they read as thousands a second.)"""
+        capacity. None if that leaves less than half an epoch: what the sink took then is mostly its own burst,
+        refilled while it was not asked, or the answers of sends made before the pause, and over a few tenths of
+        a second either reads as far more than it takes."""
         delivered, seconds = self._last_epoch
         start = self._epoch_at - seconds
         paused = max(0.0, min(now, self._paused_until) - max(start, self._paused_from))
         asked_s = now - start - paused
-        if asked_s < 0.25 * self.epoch_s:
-            asked_s = now - start
-        return (delivered + self._delivered) / asked_s if asked_s > 0 else 0.0
+        if asked_s < 0.5 * self.epoch_s:
+            return None
+        return (delivered + self._delivered) / asked_s
 
     def _decrease(self, now: float) -> None:
-        self._refused_at_per_s = delivered = self._delivered_per_s(now)
-        target = delivered * (1 - self.margin)
-        rate = min(self._rate * self.cut, max(self._rate * self.max_cut, target))
-        self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
-        self._step = self.step_per_s
+        reading = self._delivered_per_s(now)
+        # a second event before the rate grew at all: the reading that set it was high
+        again = self._reading > 0 and self._grown_s == 0
+        cut = self.cut_again if again else self.cut
+        if reading is None:
+            # too short to read: above the last reading (or with none yet), down to it -- by max_cut at most; at
+            # or below it (a burst the sink refused, or a capacity that fell), the cut alone; the curve back to it
+            if self._read_per_s <= 0 or self._rate > self._read_per_s:
+                rate = max(self._rate * self.max_cut, self._read_per_s * (1 - self.margin))
+            else:
+                rate = self._rate * cut
+            self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
+            self._base, self._grown_s = self._rate, 0.0
+            if self._reading <= self._rate:
+                self._anchor(self._rate)
+        else:
+            self._read_per_s = reading
+            rate = min(self._rate * cut, max(self._rate * self.max_cut, reading * (1 - self.margin)))
+            self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
+            self._base, self._grown_s = self._rate, 0.0
+            if reading * (1 - self.margin) >= self._rate:
+                # the sink's own capacity, read: the curve comes back to it, and probes above it gently when a
+                # refusal costs every sender a pause
+                costly = self._last_pause_s >= 0.5 * self.epoch_s
+                self._reading, self._curve_probe = reading, self.probe * (PAUSED_PROBE if costly else 1.0)
+            else:
+                # a cut bounded by max_cut (the sink delivered far less than the rate: a reading of a job that was
+                # just starting, or a sink that barely answers): no capacity read, the curve probes up from the rate
+                self._anchor(self._rate)
         self._hold_until = now + self.epoch_s
         self._start_epoch(now)
+
+    def _anchor(self, rate: float) -> None:
+        """The curve from ``rate``, flat there, then above it at the full ``probe``: no capacity read near it."""
+        self._reading, self._base, self._grown_s, self._curve_probe = rate, rate, 0.0, self.probe
+
+    def _on_curve(self) -> float:
+        """The cubic's rate ``_grown_s`` after the last decrease: back to the reading in K seconds, flat around
+        it, then above it faster and faster; never below the rate the decrease set."""
+        reading, c = self._reading, self._curve_probe * self._reading
+        if c <= 0:
+            return self.ceiling_per_s   # never refused: nothing to follow
+        k_s = (max(0.0, reading - self._base) / c) ** (1 / 3)
+        return max(self._base, reading + c * (self._grown_s - k_s) ** 3)
 
     def _roll(self, now: float) -> None:
         """Settle the current epoch if it is over: an increase if it was clean and used."""
@@ -271,12 +318,11 @@ class AdaptiveRate:
         if elapsed < self.epoch_s:
             return
         if not self._congested and self._delivered >= USED * self._rate * elapsed and self._rate < self.ceiling_per_s:
-            # just below what the sink took when it last refused: a gentle step, not doubled (far below it -- the
-            # sink's capacity fell since -- or past it, the step doubles)
-            near = (1 - 2 * self.margin) * self._refused_at_per_s <= self._rate < self._refused_at_per_s
-            self._rate = min(self.ceiling_per_s, self._rate + (self.step_per_s if near else self._step) * elapsed)
-            self._step = self.step_per_s if near else min(2 * self._step, self.ceiling_per_s)
+            self._grown_s += elapsed
+            self._rate = min(self.ceiling_per_s, self._on_curve())
             self.changed_by = "increase"
+            if self._curve_probe < self.probe and self._rate > (1 + self.margin) * self._reading:
+                self._anchor(self._rate)   # clean well above the capacity read: it grew; probe at the full pace
         self._start_epoch(now)
 
     def _start_epoch(self, now: float) -> None:

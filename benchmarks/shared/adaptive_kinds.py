@@ -37,10 +37,10 @@ def _client(url: str) -> Any:
 
 def _post(url: str, rows: int) -> tuple[bool, float | None]:
     """(taken, Retry-After seconds) of one request of ``rows`` records."""
-    from collectors.outcomes import retry_after_s
+    from collectors.outcomes import retry_after_from
 
     r = _client(url).post(url, content=b"{}", headers={"X-Records": str(rows), "Content-Type": "application/json"})
-    return r.status_code < 400, retry_after_s(r.headers.get("Retry-After")) if r.status_code == 429 else None
+    return r.status_code < 400, retry_after_from(r.headers) if r.status_code == 429 else None
 
 
 def _requests(batches: Iterator[Any]) -> Iterator[Any]:

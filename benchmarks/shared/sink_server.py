@@ -4,8 +4,9 @@ and answers 429 with a Retry-After beyond it -- the downstream API whose capacit
 Each ``POST`` carries ``X-Records: n`` (the records of the request); a token bucket of ``capacity_per_s`` holding
 ``burst_s`` of it takes the request whole (200) or refuses it whole (429, ``Retry-After``: the seconds until it
 would be taken, rounded up to whole seconds as HTTP's delay-seconds are -- RFC 9110 allows no fraction, so a
-sink asks for a pause of at least a second; ``whole_seconds=False`` gives the exact decimal instead). Every
-answer is recorded as ``(time, records, taken)``; ``set_capacity`` changes the capacity live.
+sink asks for a pause of at least a second; with ``retry_after_ms`` it also sends the exact wait in
+milliseconds, ``retry-after-ms``, as Azure's services do). Every answer is recorded as ``(time, records,
+taken)``; ``set_capacity`` changes the capacity live.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class _Handler(BaseHTTPRequestHandler):
         wait_s = self.server.sink.take(n)
         self.send_response(200 if wait_s is None else 429)
         if wait_s is not None:
-            whole = self.server.sink.whole_seconds
-            self.send_header("Retry-After", str(max(1, math.ceil(wait_s))) if whole else f"{wait_s:.3f}")
+            self.send_header("Retry-After", str(max(1, math.ceil(wait_s))))
+            if self.server.sink.retry_after_ms:
+                self.send_header("retry-after-ms", f"{1000 * wait_s:.1f}")
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -43,8 +45,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class SinkServer:
-    def __init__(self, capacity_per_s: float, burst_s: float = 0.2, whole_seconds: bool = True):
-        self.capacity_per_s, self.burst_s, self.whole_seconds = float(capacity_per_s), burst_s, whole_seconds
+    def __init__(self, capacity_per_s: float, burst_s: float = 0.2, retry_after_ms: bool = False):
+        self.capacity_per_s, self.burst_s, self.retry_after_ms = float(capacity_per_s), burst_s, retry_after_ms
         self._tokens, self._at = self.capacity_per_s * burst_s, time.monotonic()
         self._lock = threading.Lock()
         self.answers: list[tuple[float, int, bool]] = []   # (unix time, records, taken)

@@ -14,7 +14,8 @@ send, then one ``close()`` (success) or ``abort()`` (failure).
   partition, producer and chunk number -- the same for every attempt of a task, so an endpoint that remembers
   keys stores each chunk once however often Spark retries. Transport errors and 5xx are retried (exponential
   backoff, bounded); a 4xx fails the task -- except 429 (and 503), the endpoint's "too many": retried after its
-  Retry-After (else the backoff) for up to ``THROTTLED_BUDGET_S``. Every answer is told to ``report`` (the
+  wait (``retry-after-ms`` if it sends one, else its Retry-After, else the backoff) for up to
+  ``THROTTLED_BUDGET_S``. Every answer is told to ``report`` (the
   participant's ``report_outcome``): a 2xx took the chunk's records, a 429 or 503 refused them as too many (with
   its Retry-After), anything else failed -- an adaptive limit of the topic learns the endpoint's capacity from
   every task's answers (``limiter.adaptive``).
@@ -33,7 +34,7 @@ from typing import Any
 import httpx
 import pyarrow as pa
 
-from ..outcomes import retry_after_s
+from ..outcomes import retry_after_from
 from .common import atomic_write_table
 
 __all__ = ["FileSink", "HttpSink", "make_sink", "HTTP_RETRIES", "THROTTLED_BUDGET_S"]
@@ -108,7 +109,7 @@ class HttpSink:
                     return
                 error = f"HTTP {resp.status_code}: {resp.text[:200]}"
                 if resp.status_code in THROTTLED:
-                    wait_s = retry_after_s(resp.headers.get("Retry-After"))
+                    wait_s = retry_after_from(resp.headers)
                     self._told(topic, "throttled", n, wait_s)
                     if time.monotonic() < throttled_until:   # too many: not a failure of this chunk
                         time.sleep(min(30.0, max(0.01, wait_s if wait_s is not None else 0.05)))

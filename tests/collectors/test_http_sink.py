@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import email.utils
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pyarrow as pa
 import pytest
 
 from collectors.jobs.sinks import HttpSink
-from collectors.outcomes import retry_after_s
+from collectors.outcomes import retry_after_from, retry_after_s
 
 pytestmark = pytest.mark.unit
 
@@ -58,6 +60,28 @@ def test_a_429_is_retried_after_its_retry_after_and_told_as_throttled(url: str) 
     assert Endpoint.received == ["run/b0p0/p/0"] * 3                     # the same chunk, the same key
     assert told[:2] == [("acme/web/api", "throttled", 3, 0.0, None), ("acme/web/api", "throttled", 3, None, None)]
     assert told[2][:4] == ("acme/web/api", "ok", 3, None) and 0 < told[2][4] < 5    # with how long it took
+
+
+def test_a_429s_wait_in_milliseconds_is_read_before_its_whole_second_retry_after(url: str) -> None:
+    """A token bucket a few milliseconds short says "Retry-After: 1" (HTTP has whole seconds only); Azure's
+    services send the exact wait in retry-after-ms too, and the sink waits and tells that."""
+    told = []
+    Endpoint.answers = [(429, {"Retry-After": "1", "retry-after-ms": "4.5"}), (200, {})]
+    sink = HttpSink(url, "k", report=lambda *a: told.append(a))
+    started = time.monotonic()
+    sink.deliver("p", "t/n/x", CHUNK, 1.0, 0)
+    sink.close()
+    assert time.monotonic() - started < 0.9                              # not the whole second
+    assert told[0] == ("t/n/x", "throttled", 3, 0.0045, None)
+
+
+def test_retry_after_from_prefers_the_milliseconds_headers_and_skips_unreadable_ones() -> None:
+    headers = httpx.Headers({"Retry-After": "2", "X-MS-Retry-After-Ms": "250"})
+    assert retry_after_from(headers) == 0.25                             # (any case: HTTP's names ignore it)
+    assert retry_after_from(httpx.Headers({"retry-after-ms": "soon", "Retry-After": "2"})) == 2.0
+    assert retry_after_from(httpx.Headers({"retry-after-ms": "-5", "Retry-After": "3"})) == 3.0
+    assert retry_after_from(httpx.Headers({"retry-after-ms": "12", "x-ms-retry-after-ms": "999"})) == 0.012
+    assert retry_after_from(httpx.Headers({})) is None
 
 
 def test_an_endpoint_that_keeps_refusing_fails_the_chunk_after_the_budget(url: str) -> None:

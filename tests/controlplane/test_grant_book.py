@@ -271,7 +271,8 @@ def test_a_send_the_sink_took_too_slowly_cuts_an_adaptive_limit_with_a_latency_b
     book.answer("a", topic_ask(10, ok=800, slowest_s=0.1), ps)                        # fast enough: nothing
     assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == 1000
     book.answer("a", topic_ask(10, ok=100, slowest_s=0.6), ps)                        # too slow: "too many"
-    assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(855)
+    # 0.93 x the 900 delivered in that second
+    assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(837)
 
 
 def test_switching_a_limit_to_adaptive_live_keeps_what_its_window_granted() -> None:

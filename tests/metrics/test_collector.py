@@ -294,7 +294,7 @@ def test_an_adaptive_limit_exports_its_learnt_rate_ceiling_pause_and_the_sinks_a
         == (200, 200)
     clock.advance(1.0)
     book.answer("a", adaptive_ask(ok=50, throttled=5, errors=1), policies)      # the sink refused: a cut
-    assert env.value("throttlescope_adaptive_rate", **labels) == pytest.approx(142.5)   # 0.95 x the 150 taken
+    assert env.value("throttlescope_adaptive_rate", **labels) == pytest.approx(139.5)   # 0.93 x the 150 taken
     assert env.value("throttlescope_adaptive_outcomes_total", **labels, outcome="ok") == 150
     assert env.value("throttlescope_adaptive_outcomes_total", **labels, outcome="throttled") == 5
     assert env.value("throttlescope_adaptive_outcomes_total", **labels, outcome="error") == 1
