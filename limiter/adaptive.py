@@ -34,7 +34,13 @@ is congestion too: a database's latency climbs before it refuses anything.
 - **a refusal that costs a pause probes later:** a probe above an unchanged capacity ends in a refusal, and a
   refusal whose Retry-After pauses every sender for half an epoch or more (HTTP's Retry-After is whole seconds:
   at least one) costs the whole job that pause. After such a refusal the curve's ``probe`` is ``PAUSED_PROBE``
-  of it (an eighth): twice as long between probes, so one probe's pause is a smaller part of the time.
+  of it (an eighth): twice as long between probes, so one probe's pause is a smaller part of the time. Once such
+  a curve passes its reading by ``margin`` with no refusal, the sink grew: it goes on from there at the full pace.
+- **no reading, no curve around it:** a cut bounded by ``max_cut`` read far less than the rate (a stream that had
+  just started, a sink that barely answers): the curve then starts flat at the rate set and probes up from it at
+  the full pace, rather than sit near a reading that says nothing. A refusal less than half an epoch of sending
+  after a pause reads nothing (what the sink took then is its own burst, refilled during the pause): above the
+  last reading the rate comes down to it, at or below it the cut alone applies.
 - **Retry-After:** the sink's own pause, ``paused_for_s()``, for every sender of the limit (at most
   ``max_pause_s``, so a bogus header cannot stall a cluster for an hour).
 - **the operator wins:** ``set_ceiling`` sets the ceiling and the rate to the operator's value at once (a cut
