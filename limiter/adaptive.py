@@ -17,10 +17,11 @@ known), ``Outcome.THROTTLED`` (the sink said "too many", with its ``Retry-After`
 is congestion too: a database's latency climbs before it refuses anything.
 
 - **decrease, once per congestion event:** the first congestion signal reads what the sink delivered a second
-  over the last epoch (while it was asked: a Retry-After pause in it is left out) -- the sink's capacity as of
-  now, ``reading`` -- and sets the rate to that less ``margin``, no higher than ``cut`` times the rate and no
+  over the last epoch (while it was asked: every Retry-After pause in it is left out) -- the sink's capacity as
+  of now, ``reading`` -- and sets the rate to that less ``margin``, no higher than ``cut`` times the rate and no
   lower than ``max_cut`` times it; it holds for ``epoch_s`` (the 429s that follow within it answer sends made at
-  the old rate, every worker's in flight, and are the same event). A second event before the rate grew at all
+  the old rate, every worker's in flight, and are the same event). What that epoch delivered is read too: the
+  sink takes at least that, and a reading made while some answers were not yet told is low. A second event before the rate grew at all
   says the reading was high (a short reading holds the sink's own burst): the cut is then ``cut_again``, not
   ``cut``. A rate far above the sink comes down in two or three events, not in the dozens a fixed factor takes.
 - **increase, while clean and used, on a cubic in time** (TCP CUBIC's, with the sink's reading as its W_max):
@@ -154,13 +155,15 @@ class AdaptiveRate:
         self._base = self._rate         # the rate the last decrease set
         self._grown_s = 0.0             # clean, used seconds since then (the cubic's t)
         self._curve_probe = self.probe  # the cubic's probe since the last decrease
+        self._curve_scale = 0.0         # what the probe is a fraction of (a rate per second)
+        self._held_epoch = False        # the current epoch began with a decrease: what it delivers is read too
         self._last_pause_s = 0.0        # the Retry-After of the last refusal that gave one
         self.changed_by = "operator"
         now = float(finite("now_s", now_s, unit="seconds"))
         self._epoch_at = now            # the current epoch started then
         self._hold_until = -math.inf    # no decrease before then (the last event's signals still arrive)
         self._paused_until = -math.inf
-        self._paused_from = -math.inf   # when the last pause began
+        self._pauses: list[list[float]] = []   # [from, until] of the pauses of the last two epochs or so
         self._delivered = 0.0           # OK outcomes (weights) in the current epoch
         self._last_epoch = (0.0, 0.0)   # (delivered, seconds) of the epoch before
         self._congested = False         # a congestion signal in the current epoch
@@ -174,6 +177,11 @@ class AdaptiveRate:
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
+        # a state kept by an earlier version (a fixed step, no curve): the curve starts flat at its rate
+        rate = float(state.get("_rate", state.get("ceiling_per_s", 0.0)))  # type: ignore[arg-type]
+        self.__dict__.update({"cut_again": 0.85, "probe": 0.004, "_read_per_s": 0.0, "_reading": rate, "_base": rate,
+                              "_grown_s": 0.0, "_curve_probe": 0.004, "_curve_scale": rate, "_held_epoch": False,
+                              "_last_pause_s": 0.0, "_pauses": []})
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -221,8 +229,10 @@ class AdaptiveRate:
             if retry_after_s:
                 until = now + min(retry_after_s, self.max_pause_s)
                 if until > self._paused_until:
-                    if now >= self._paused_until:
-                        self._paused_from = now
+                    if now >= self._paused_until or not self._pauses:
+                        self._pauses.append([now, until])
+                    else:
+                        self._pauses[-1][1] = until
                     self._paused_until, self.changed_by = until, "retry-after"
 
     # --- what the senders are held to -----------------------------------------------------------------------
@@ -266,7 +276,10 @@ class AdaptiveRate:
         a second either reads as far more than it takes."""
         delivered, seconds = self._last_epoch
         start = self._epoch_at - seconds
-        paused = max(0.0, min(now, self._paused_until) - max(start, self._paused_from))
+        # every pause in them (a sink that says its exact wait pauses the senders many times a second while it
+        # refuses: counting only the last, a sink shrunk to 400/s read as 255)
+        self._pauses = [p for p in self._pauses if p[1] > start]
+        paused = sum(max(0.0, min(now, until) - max(start, began)) for began, until in self._pauses)
         asked_s = now - start - paused
         if asked_s < 0.5 * self.epoch_s:
             return None
@@ -289,7 +302,7 @@ class AdaptiveRate:
             if self._reading <= self._rate:
                 self._anchor(self._rate)
         else:
-            self._read_per_s = reading
+            read_before, self._read_per_s = self._read_per_s, reading
             rate = min(self._rate * cut, max(self._rate * self.max_cut, reading * (1 - self.margin)))
             self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
             self._base, self._grown_s = self._rate, 0.0
@@ -298,21 +311,27 @@ class AdaptiveRate:
                 # refusal costs every sender a pause
                 costly = self._last_pause_s >= 0.5 * self.epoch_s
                 self._reading, self._curve_probe = reading, self.probe * (PAUSED_PROBE if costly else 1.0)
+                self._curve_scale = reading
             else:
                 # a cut bounded by max_cut (the sink delivered far less than the rate: a reading of a job that was
                 # just starting, or a sink that barely answers): no capacity read, the curve probes up from the rate
-                self._anchor(self._rate)
+                self._anchor(self._rate, read_before)
         self._hold_until = now + self.epoch_s
         self._start_epoch(now)
+        self._held_epoch = True
 
-    def _anchor(self, rate: float) -> None:
-        """The curve from ``rate``, flat there, then above it at the full ``probe``: no capacity read near it."""
+    def _anchor(self, rate: float, read_per_s: float | None = None) -> None:
+        """The curve from ``rate``, flat there, then above it at the full ``probe``: no capacity read near it. Its
+        pace is a fraction of the last reading (``read_per_s``, else the one kept) if that is higher: a rate cut
+        deep (a sink that shrank, read through pauses) finds the sink again in seconds, not at a fraction of its
+        own small self (from 250/s, +125 in 5 s)."""
         self._reading, self._base, self._grown_s, self._curve_probe = rate, rate, 0.0, self.probe
+        self._curve_scale = max(rate, self._read_per_s if read_per_s is None else read_per_s)
 
     def _on_curve(self) -> float:
         """The cubic's rate ``_grown_s`` after the last decrease: back to the reading in K seconds, flat around
         it, then above it faster and faster; never below the rate the decrease set."""
-        reading, c = self._reading, self._curve_probe * self._reading
+        reading, c = self._reading, self._curve_probe * self._curve_scale
         if c <= 0:
             return self.ceiling_per_s   # never refused: nothing to follow
         k_s = (max(0.0, reading - self._base) / c) ** (1 / 3)
@@ -323,6 +342,8 @@ class AdaptiveRate:
         elapsed = now - self._epoch_at
         if elapsed < self.epoch_s:
             return
+        if self._held_epoch:
+            self._read_held_epoch(self._delivered / elapsed)
         if not self._congested and self._delivered >= USED * self._rate * elapsed and self._rate < self.ceiling_per_s:
             self._grown_s += elapsed
             self._rate = min(self.ceiling_per_s, self._on_curve())
@@ -331,6 +352,17 @@ class AdaptiveRate:
                 self._anchor(self._rate)   # clean well above the capacity read: it grew; probe at the full pace
         self._start_epoch(now)
 
+    def _read_held_epoch(self, held_per_s: float) -> None:
+        """The epoch after a decrease delivered ``held_per_s``: the sink takes at least that (it had just refused,
+        so its own burst was spent). A reading at the refusal reads low when the answers of some sends were not
+        yet told (a participant tells its OKs with its next ask, a quarter of a second later; a refusal at once):
+        a sink shrunk to 400/s read as 280, and the rate sat at 260. Read higher here, the curve comes back to
+        it."""
+        self._held_epoch = False
+        if held_per_s > self._reading:
+            self._reading, self._read_per_s = held_per_s, max(self._read_per_s, held_per_s)
+            self._curve_scale = max(self._curve_scale, held_per_s)
+
     def _start_epoch(self, now: float) -> None:
         self._last_epoch = (self._delivered, now - self._epoch_at)
-        self._epoch_at, self._delivered, self._congested = now, 0.0, False
+        self._epoch_at, self._delivered, self._congested, self._held_epoch = now, 0.0, False, False

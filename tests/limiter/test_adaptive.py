@@ -303,3 +303,51 @@ def test_a_sink_of_unknown_capacity_is_found_and_followed(clock: Clock) -> None:
     sink.capacity_per_s = 400                                   # and shrank
     shrunk = run(a, sink, clock, 12)
     assert held_from(shrunk, 400) <= 9 and a.rate_per_s() <= 1.1 * 400, (shrunk, a.rate_per_s())
+
+
+def test_every_pause_of_the_reading_is_left_out_not_only_the_last(clock: Clock) -> None:
+    """A sink that says its exact wait pauses the senders many times a second while it refuses."""
+    a = rate(2000, clock)
+    deliver(a, clock, 700, 1.0)
+    a.observe(Outcome.THROTTLED, retry_after_s=0.2)   # -> 1,000, a pause of 0.2 s
+    for _ in range(2):                                # two more pauses within the event's hold
+        clock.advance(0.2)
+        deliver(a, clock, 700, 0.3)
+        a.observe(Outcome.THROTTLED, retry_after_s=0.2)
+    clock.advance(0.2)
+    deliver(a, clock, 700, 0.3)
+    a.observe(Outcome.THROTTLED)                      # the hold is over: read, and cut again
+    # 630 delivered while asked (0.9 s of the 1.5 s since the epoch began, 0.6 s of it paused): 700/s, not 420
+    assert a.rate_per_s() == pytest.approx(0.93 * 700, rel=0.01)
+
+
+def test_the_epoch_after_a_cut_raises_a_reading_that_was_low(clock: Clock) -> None:
+    """Answers told late (a participant tells its OKs with its next ask) make the reading at a refusal low."""
+    other = Clock()
+    low, raised = rate(1000, clock), rate(1000, other)
+    for a, c, held_per_s in ((low, clock, 600.0), (raised, other, 760.0)):
+        deliver(a, c, 700, 1.0)
+        a.observe(Outcome.THROTTLED)                  # read 700: the rate 651
+        deliver(a, c, held_per_s, 1.0)                # the epoch after it delivers 600 / 760 a second
+    assert low.rate_per_s() < raised.rate_per_s()     # one clean second on each one's curve
+    climb(low, clock, 3), climb(raised, other, 3)
+    assert low.rate_per_s() == pytest.approx(700, rel=0.02)      # back to the 700 read
+    assert raised.rate_per_s() == pytest.approx(760, rel=0.02)   # back to the 760 the sink took after
+
+
+def test_a_state_kept_by_the_earlier_fixed_step_version_still_loads_and_climbs_from_its_rate(clock: Clock) -> None:
+    """Replicas keep an adaptive limit's state in their shared store: one written before the curve loads."""
+    a = rate(1000, clock)
+    deliver(a, clock, 600, 1.0)
+    a.observe(Outcome.THROTTLED)
+    state = a.a.__getstate__()
+    for new in ("cut_again", "probe", "_read_per_s", "_reading", "_base", "_grown_s", "_curve_probe", "_curve_scale",
+                "_held_epoch", "_last_pause_s", "_pauses"):
+        del state[new]
+    state.update({"step_per_s": 2.5, "_step": 2.5, "_refused_at_per_s": 600.0})
+    old = AdaptiveRate.__new__(AdaptiveRate)
+    old.__setstate__(state)
+    b = Timed(old, clock)
+    assert b.rate_per_s() == pytest.approx(558, rel=0.01)
+    seen = climb(b, clock, 3)
+    assert seen == pytest.approx([560, 576, 618], rel=0.01)   # 558 + 0.004 x 558 x t^3: not at the ceiling
