@@ -81,6 +81,7 @@ __all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome", "checked_outcome"]
 
 USED = 0.7            # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
 PAUSED_PROBE = 0.125  # of ``probe`` after a refusal whose Retry-After paused every sender half an epoch or more
+MAX_PAUSES_KEPT = 256  # pauses remembered for a reading (a sink that says its exact wait: a few a second)
 
 
 class Outcome(enum.Enum):
@@ -231,6 +232,7 @@ class AdaptiveRate:
                 if until > self._paused_until:
                     if now >= self._paused_until or not self._pauses:
                         self._pauses.append([now, until])
+                        del self._pauses[:-MAX_PAUSES_KEPT]   # (a reading prunes them; bounded without one too)
                     else:
                         self._pauses[-1][1] = until
                     self._paused_until, self.changed_by = until, "retry-after"
