@@ -82,6 +82,8 @@ __all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome", "checked_outcome"]
 USED = 0.7            # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
 PAUSED_PROBE = 0.125  # of ``probe`` after a refusal whose Retry-After paused every sender half an epoch or more
 MAX_PAUSES_KEPT = 256  # pauses remembered for a reading (a sink that says its exact wait: a few a second)
+CUT_AGAIN = 0.85      # the defaults of ``cut_again`` and ``probe`` (also for a state kept before they existed)
+PROBE = 0.004
 
 
 class Outcome(enum.Enum):
@@ -134,8 +136,8 @@ class AdaptiveRate:
     """One adaptive limit (see the module essay). Thread-safe."""
 
     def __init__(self, ceiling_per_s: float, floor_per_s: float = 0.0, *, epoch_s: float = 1.0,
-                 cut: float = 0.97, cut_again: float = 0.85, max_cut: float = 0.5, margin: float = 0.07,
-                 probe: float = 0.004, slow_s: float | None = None, max_pause_s: float = 30.0, now_s: float = 0.0):
+                 cut: float = 0.97, cut_again: float = CUT_AGAIN, max_cut: float = 0.5, margin: float = 0.07,
+                 probe: float = PROBE, slow_s: float | None = None, max_pause_s: float = 30.0, now_s: float = 0.0):
         self.epoch_s = positive("epoch_s", epoch_s, unit="seconds")
         self.cut = _fraction("cut", cut)
         self.cut_again = _fraction("cut_again", cut_again)
@@ -180,9 +182,9 @@ class AdaptiveRate:
     def __setstate__(self, state: dict[str, object]) -> None:
         # a state kept by an earlier version (a fixed step, no curve): the curve starts flat at its rate
         rate = float(state.get("_rate", state.get("ceiling_per_s", 0.0)))  # type: ignore[arg-type]
-        self.__dict__.update({"cut_again": 0.85, "probe": 0.004, "_read_per_s": 0.0, "_reading": rate, "_base": rate,
-                              "_grown_s": 0.0, "_curve_probe": 0.004, "_curve_scale": rate, "_held_epoch": False,
-                              "_last_pause_s": 0.0, "_pauses": []})
+        self.__dict__.update({"cut_again": CUT_AGAIN, "probe": PROBE, "_read_per_s": 0.0, "_reading": rate,
+                              "_base": rate, "_grown_s": 0.0, "_curve_probe": PROBE, "_curve_scale": rate,
+                              "_held_epoch": False, "_last_pause_s": 0.0, "_pauses": []})
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -223,12 +225,13 @@ class AdaptiveRate:
             else:
                 self.throttled += int(n)
             self._congested = True
-            if retry_after_s:
-                self._last_pause_s = min(retry_after_s, self.max_pause_s)
+            pause_s = min(retry_after_s, self.max_pause_s) if retry_after_s else 0.0
+            if pause_s:
+                self._last_pause_s = pause_s
             if now >= self._hold_until:
                 self._decrease(now)
-            if retry_after_s:
-                until = now + min(retry_after_s, self.max_pause_s)
+            if pause_s:
+                until = now + pause_s
                 if until > self._paused_until:
                     if now >= self._paused_until or not self._pauses:
                         self._pauses.append([now, until])
@@ -296,18 +299,14 @@ class AdaptiveRate:
             # too short to read: above the last reading (or with none yet), down to it -- by max_cut at most; at
             # or below it (a burst the sink refused, or a capacity that fell), the cut alone; the curve back to it
             if self._read_per_s <= 0 or self._rate > self._read_per_s:
-                rate = max(self._rate * self.max_cut, self._read_per_s * (1 - self.margin))
+                self._cut_to(max(self._rate * self.max_cut, self._read_per_s * (1 - self.margin)))
             else:
-                rate = self._rate * cut
-            self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
-            self._base, self._grown_s = self._rate, 0.0
+                self._cut_to(self._rate * cut)
             if self._reading <= self._rate:
                 self._anchor(self._rate)
         else:
             read_before, self._read_per_s = self._read_per_s, reading
-            rate = min(self._rate * cut, max(self._rate * self.max_cut, reading * (1 - self.margin)))
-            self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
-            self._base, self._grown_s = self._rate, 0.0
+            self._cut_to(min(self._rate * cut, max(self._rate * self.max_cut, reading * (1 - self.margin))))
             if reading * (1 - self.margin) >= self._rate:
                 # the sink's own capacity, read: the curve comes back to it, and probes above it gently when a
                 # refusal costs every sender a pause
@@ -321,6 +320,11 @@ class AdaptiveRate:
         self._hold_until = now + self.epoch_s
         self._start_epoch(now)
         self._held_epoch = True
+
+    def _cut_to(self, rate: float) -> None:
+        """The rate a decrease sets (never below the floor), and the curve's start."""
+        self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
+        self._base, self._grown_s = self._rate, 0.0
 
     def _anchor(self, rate: float, read_per_s: float | None = None) -> None:
         """The curve from ``rate``, flat there, then above it at the full ``probe``: no capacity read near it. Its
@@ -360,7 +364,6 @@ class AdaptiveRate:
         yet told (a participant tells its OKs with its next ask, a quarter of a second later; a refusal at once):
         a sink shrunk to 400/s read as 280, and the rate sat at 260. Read higher here, the curve comes back to
         it."""
-        self._held_epoch = False
         if held_per_s > self._reading:
             self._reading, self._read_per_s = held_per_s, max(self._read_per_s, held_per_s)
             self._curve_scale = max(self._curve_scale, held_per_s)
