@@ -19,7 +19,7 @@ from tests.spark.conftest import ok
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 # long enough for a start that read the sink low (its first second, the stream just started): the rate then climbs
-# from the deepest cut on the curve, and takes 0.9 of the sink 4-8 s in (the benchmark, five runs)
+# from the deepest cut on the curve, and takes 0.9 of the sink 2-7 s in (the benchmark, its last seven runs)
 SECONDS = 16
 
 
