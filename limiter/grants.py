@@ -28,12 +28,9 @@ these hold:
   every window. (A window spent for less than ``SHORT_SPENT_S`` of it is not
   oversubscribed: holders asking at their fair rates fill it exactly, and the grant a window ago slides out a
   little after an ask now and then; pausing for that would lose the refill of every such moment.)
-- its fair share of the window, for a holder that wants more than its fair rate (the askers want more than the
-  limit, and it gets the water level): what it was granted in the window within its fair rate's window. The fair
-  rates then add up to the limit, and a bucket holds a burst on top of its rate: a holder whose bucket was full
-  took the room of one whose ask came a little later. Not for one that gets all it says it wants: that is what
-  it spent, averaged over Spark's gaps, and below what its tasks send while they run (a task paced at 300 msgs/s
-  said 216, and its sends waited for the window to slide: 1-2 % of its time, from 0.75 %). Measured in the demo's tenant (600 msgs/s over 150 / 225 / 225): the
+- its fair share of the window: what it was granted in the window within its fair rate's window. The fair rates
+  add up to the limit, and a bucket holds a burst on top of its rate: a holder whose bucket was full took the
+  room of one whose ask came a little later. Measured in the demo's tenant (600 msgs/s over 150 / 225 / 225): the
   topic held to its fair 150 was granted 80-130 in some windows while the others got up to 1.3x theirs, and read
   0.93 of its limit (0.97 with this bound; a tenth of slack read 0.93 again);
 - the spends (holders that ``report``, below): what they spent in the window and what idle ones hold, within
@@ -245,13 +242,10 @@ class GrantWindow:
                 own = max(own, fair_per_s * min(self.burst_s, now_s - away_since))
         # (a sole spender's debt is repaid beyond the spends' bound: it pays for a spend already counted)
         spent_room = capacity * (1 + HELD_SLACK) - self._spent.counted(now_s) + self._spent.excusable(holder, now_s)
-        # its fair share of the window (see the essay) when it wants more than that share: its bucket's burst may not
-        # take the room of the others' shares. Re-learning, its fallback rate's window is its cap
-        share_room = math.inf
-        if learning_cap is not None or self.held_to_level(holder, rate):
-            share_room = fair_per_s * self.window_s - self._per.get(holder, 0.0)
-        amount = max(0.0, min(wants, own, capacity - self._total, spent_room, share_room,
-                              _amount("fair_chunk", fair_chunk)))
+        # its fair share of the window (see the essay): its bucket's burst may not take the room of the others' shares
+        share_room = fair_per_s * self.window_s - self._per.get(holder, 0.0)
+        amount = min(wants, own, capacity - self._total, spent_room, share_room, _amount("fair_chunk", fair_chunk))
+        amount = max(0.0, amount)   # (re-learning, the share of the window is the fallback rate's: its cap per window)
         self._own[holder] = (own - amount, now_s)
         if capacity - self._total - amount <= 1e-9:
             # spent for longer than a jitter's worth: the window is oversubscribed (a cut, a burst) -- the buckets
@@ -276,11 +270,6 @@ class GrantWindow:
             self._level, self._level_at = (rate_per_s, *_water_level(rate_per_s, wants)), now_s
         _, level, bonus = self._level
         return min(self._wants_per_s.get(holder, rate_per_s), level) + bonus
-
-    def held_to_level(self, holder: Hashable, rate_per_s: float) -> bool:
-        """Whether ``holder`` wants more than the water level its fair rate was last worked out at (the askers
-        want more than ``rate_per_s`` between them, and it is one of those that get the level)."""
-        return self._level is not None and self._wants_per_s.get(holder, rate_per_s) > self._level[1]
 
     def give_back(self, holder: Hashable, amount: float, now_s: float) -> float:
         """Credit ``amount`` unspent tokens back to ``holder``'s newest grants in the window; returns how many
