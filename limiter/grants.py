@@ -28,11 +28,6 @@ these hold:
   every window. (A window spent for less than ``SHORT_SPENT_S`` of it is not
   oversubscribed: holders asking at their fair rates fill it exactly, and the grant a window ago slides out a
   little after an ask now and then; pausing for that would lose the refill of every such moment.)
-- its fair share of the window: what it was granted in the window within its fair rate's window. The fair rates
-  add up to the limit, and a bucket holds a burst on top of its rate: a holder whose bucket was full took the
-  room of one whose ask came a little later. Measured in the demo's tenant (600 msgs/s over 150 / 225 / 225): the
-  topic held to its fair 150 was granted 80-130 in some windows while the others got up to 1.3x theirs, and read
-  0.93 of its limit (0.97 with this bound; a tenth of slack read 0.93 again);
 - the spends (holders that ``report``, below): what they spent in the window and what idle ones hold, within
   the limit and ``HELD_SLACK`` of it.
 
@@ -242,10 +237,10 @@ class GrantWindow:
                 own = max(own, fair_per_s * min(self.burst_s, now_s - away_since))
         # (a sole spender's debt is repaid beyond the spends' bound: it pays for a spend already counted)
         spent_room = capacity * (1 + HELD_SLACK) - self._spent.counted(now_s) + self._spent.excusable(holder, now_s)
-        # its fair share of the window (see the essay): its bucket's burst may not take the room of the others' shares
-        share_room = fair_per_s * self.window_s - self._per.get(holder, 0.0)
-        amount = min(wants, own, capacity - self._total, spent_room, share_room, _amount("fair_chunk", fair_chunk))
-        amount = max(0.0, amount)   # (re-learning, the share of the window is the fallback rate's: its cap per window)
+        amount = min(wants, own, capacity - self._total, spent_room, _amount("fair_chunk", fair_chunk))
+        if learning_cap is not None:
+            amount = min(amount, learning_cap - self.granted_to(holder, now_s))
+        amount = max(0.0, amount)
         self._own[holder] = (own - amount, now_s)
         if capacity - self._total - amount <= 1e-9:
             # spent for longer than a jitter's worth: the window is oversubscribed (a cut, a burst) -- the buckets
