@@ -45,6 +45,19 @@ def worst_window(admitted: list[tuple], width_s: float = 1.0) -> float:
     return max(sum(n for t, n in admitted if s <= t < s + width_s) for s, _ in admitted)
 
 
+def demo_tenant(clock: ManualClock) -> tuple:
+    """The demo's tenant acme (600 msgs/s) and its three topics, one held to 150 by its own limit: one participant
+    per topic. Returns (control plane, participants, topics)."""
+    topics = ["acme/web/clicks", "acme/web/views", "acme/ops/logs"]
+    cp = InProcessControlPlane(policies(tenants={"acme": {"publishRate": {"publishThrottlingRateInMsg": 600}}},
+                                        topics={topics[0]: {"publishRate": {"publishThrottlingRateInMsg": 150}}}),
+                               interval_s=1.0, clock=clock.now_s)
+    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(3)]
+    for p in parts:
+        assert p.report_now()
+    return cp, parts, topics
+
+
 def test_a_new_producer_finds_its_pool_filled_before_its_first_send(clock: ManualClock) -> None:
     cp, (p, _) = world(clock)
     producer = p.producer(TOPIC)
@@ -81,13 +94,7 @@ def test_a_topic_held_by_its_own_limit_leaves_the_rest_of_its_tenant_to_the_othe
     """The demo's tenant: 600 msgs/s over three topics, one of them held to 150 by its own limit. That topic's
     tenant pool, waiting now and then, said it wanted the whole tenant: the fair split gave each topic 200 and 50
     of the tenant went unused (0.9). It says at most its topic's limit now: 150 / 225 / 225."""
-    topics = ["acme/web/clicks", "acme/web/views", "acme/ops/logs"]
-    cp = InProcessControlPlane(policies(tenants={"acme": {"publishRate": {"publishThrottlingRateInMsg": 600}}},
-                                        topics={topics[0]: {"publishRate": {"publishThrottlingRateInMsg": 150}}}),
-                               interval_s=1.0, clock=clock.now_s)
-    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(3)]
-    for p in parts:
-        assert p.report_now()
+    cp, parts, topics = demo_tenant(clock)
     admitted = send(clock, parts, [p.producer(t) for p, t in zip(parts, topics, strict=True)], 12.0)
     late = [n for t, n in admitted if t >= admitted[0][0] + 2]
     assert sum(late) >= 0.93 * 600 * 10
@@ -102,13 +109,7 @@ def test_a_topic_held_by_its_own_limit_asks_its_tenant_for_that_limit_not_for_wh
     150 whenever the tenant's grants had come late, and the tenant's fair split followed it down (the demo's
     clicks read 0.93 of its limit). Asking a tenth more than it spends, capped at the topic's limit, it asks for
     150 (and never more)."""
-    topics = ["acme/web/clicks", "acme/web/views", "acme/ops/logs"]
-    cp = InProcessControlPlane(policies(tenants={"acme": {"publishRate": {"publishThrottlingRateInMsg": 600}}},
-                                        topics={topics[0]: {"publishRate": {"publishThrottlingRateInMsg": 150}}}),
-                               interval_s=1.0, clock=clock.now_s)
-    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(3)]
-    for p in parts:
-        assert p.report_now()
+    cp, parts, topics = demo_tenant(clock)
     producers = [p.producer(t) for p, t in zip(parts, topics, strict=True)]
     end = clock.now_s() + 8.0
     while clock.now_s() < end:
