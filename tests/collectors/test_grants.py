@@ -27,16 +27,20 @@ def world(clock: ManualClock, n: int = 2):
     return cp, parts
 
 
-def send(clock: ManualClock, parts: list, producers: list, seconds: float, batch: int = 100) -> list[tuple]:
-    """Every producer sends ``batch`` at a time as fast as its pool lets it; each participant's keeper runs every
-    10 ms. Returns (time, amount) of every admitted send."""
+def send(clock: ManualClock, parts: list, producers: list, seconds: float, batch: int | tuple[int, ...] = 100,
+         threads: int = 1) -> list[tuple]:
+    """Every producer sends ``batch`` at a time (or its own, one per producer) as fast as its pool lets it, from
+    ``threads`` threads each; each participant's keeper runs every 10 ms. Returns (time, amount) of every admitted
+    send."""
+    batches = batch if isinstance(batch, tuple) else (batch,) * len(producers)
     admitted, end = [], clock.now_s() + seconds
     while clock.now_s() < end:
         for p in parts:
             p.grant_keeper.run_once()
-        for prod in producers:
-            if not prod.paused and prod.try_acquire(batch):
-                admitted.append((clock.now_s(), batch))
+        for prod, n in zip(producers, batches, strict=True):
+            for _ in range(threads):
+                if not prod.paused and prod.try_acquire(n):
+                    admitted.append((clock.now_s(), n))
         clock.advance(0.01)
     return admitted
 
@@ -110,16 +114,7 @@ def test_a_topic_held_by_its_own_limit_asks_its_tenant_for_that_limit_not_for_wh
     clicks read 0.93 of its limit). Asking a tenth more than it spends, capped at the topic's limit, it asks for
     150 (and never more)."""
     cp, parts, topics = demo_tenant(clock)
-    producers = [p.producer(t) for p, t in zip(parts, topics, strict=True)]
-    end = clock.now_s() + 8.0
-    while clock.now_s() < end:
-        for p in parts:
-            p.grant_keeper.run_once()
-        for producer, batch in zip(producers, (4, 6, 5), strict=True):
-            for _ in range(3):   # three producer threads each
-                if not producer.paused:
-                    producer.try_acquire(batch)
-        clock.advance(0.01)
+    send(clock, parts, [p.producer(t) for p, t in zip(parts, topics, strict=True)], 8.0, batch=(4, 6, 5), threads=3)
     asks = [a.rate_msgs_per_s for r in cp.grant_requests if r.participant_id == "p0" for a in r.asks
             if a.level == "tenant"]
     late = asks[len(asks) // 4:]
