@@ -23,7 +23,8 @@ is congestion too: a database's latency climbs before it refuses anything.
   the old rate, every worker's in flight, and are the same event). What that epoch delivered is read too: the
   sink takes at least that, and a reading made while some answers were not yet told is low. A second event
   before the rate grew at all says the reading was high (a short reading holds the sink's own burst): the cut is
-  then ``cut_again``, not ``cut``. A rate far above the sink comes down in two or three events, not in the dozens a fixed factor takes.
+  then ``cut_again``, not ``cut``. A rate far above the sink comes down in two or three events, not in the dozens
+  a fixed factor takes.
 - **increase, while clean and used, on a cubic in time** (TCP CUBIC's, with the sink's reading as its W_max):
   each epoch without congestion in which the sink delivered at least ``USED`` of the rate adds its seconds to
   ``t``, and the rate becomes ``reading + probe x reading x (t - K)^3``, ``K`` the seconds the curve takes from
