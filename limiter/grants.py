@@ -29,14 +29,15 @@ these hold:
   echo lasts. (A window spent for less than ``SHORT_SPENT_S`` of it is not
   oversubscribed: holders asking at their fair rates fill it exactly, and the grant a window ago slides out a
   little after an ask now and then; pausing for that would lose the refill of every such moment.)
-  Except a holder back from a gap within ``RETURNING_WINDOWS`` windows (a micro-batch worker): for it the echo
-  is the point. Its catch-up at the start of a micro-batch fills the window early, so the window is spent for
-  as long as the gap was, one window later; refilling through that pause, the worker sends the same burst again
-  when the catch-up slides out, and the pause recurs every window -- the sliding window's best pattern under
-  gaps: each window holds the whole limit. A micro-batch of whole windows' worth then ends where a pause starts,
-  and Spark's next gap falls into it at no cost (one that ends elsewhere finds the window with room and its
-  bucket refilled, and catches up again). Without it the pause came once, the gap after it was lost, and a
-  2,000-row micro-batch stream at 1,000/s read 0.94-0.97 of its limit; with it 0.98-0.99.
+  Except a holder back from a gap of ``RETURN_GAP_S`` or more within ``RETURNING_WINDOWS`` windows (a micro-batch
+  worker; not a batch job's, back from one short task to the next at once): for it the echo is the point. Its
+  catch-up at the start of a micro-batch fills the window early, so the window is spent for as long as the gap
+  was, just before the catch-up slides out; refilling through that pause, it sends the same burst again when it
+  slides out, and the pause recurs every window -- the sliding window's best pattern under gaps: each window holds
+  the whole limit. A micro-batch of whole windows' worth then ends where a pause starts, and Spark's next gap
+  falls into it at no cost (one that ends elsewhere finds the window with room and its bucket refilled, and
+  catches up again). Without it the pause came once, the gap after it was lost, and a 2,000-row micro-batch stream
+  at 1,000/s read 0.94-0.97 of its limit; with it 0.98-0.99.
 - the spends (holders that ``report``, below): what they spent in the window and what idle ones hold, within
   the limit and ``HELD_SLACK`` of it.
 
@@ -96,6 +97,10 @@ RECENT_WINDOWS = 5      # ``holders``: who asked in this many windows (the safe 
 # spent (see the essay). Spark's next gap is due within a micro-batch, and a micro-batch of up to this many
 # windows' worth keeps the pause its catch-up left until that gap falls into it (6-s micro-batches: 0.96 -> 0.99)
 RETURNING_WINDOWS = 10
+# of the window: away at least this long is one of Spark's gaps between micro-batches (0.15-0.9 s). A batch job's
+# worker is back from one short task to the next within milliseconds: it has no gap to catch up, and echoing its
+# bursts read 1.1-1.25x the limit in a second
+RETURN_GAP_S = 0.1
 
 
 def _water_level(capacity: float, wants: list[float]) -> tuple[float, float]:
@@ -243,7 +248,7 @@ class GrantWindow:
         away_since = self._away.pop(holder, None)
         back = away_since is not None and learning_cap is None and self.catch_up
         expire(self._returned, now_s - RETURNING_WINDOWS * self.window_s)
-        if back:
+        if back and now_s - away_since >= RETURN_GAP_S * self.window_s:
             self._returned[holder] = now_s
             self._returned.move_to_end(holder)
         own_most = fair_per_s * (self.window_s if back else self.burst_s)

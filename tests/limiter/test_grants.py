@@ -233,3 +233,17 @@ def test_a_window_pickled_before_a_field_existed_still_grants() -> None:
     assert revived.granted(0.5) == pytest.approx(100)
     assert revived.grant("A", 100, 1000, 0.5, fair_chunk=100) > 0
     assert pickle.loads(pickle.dumps(revived)).granted(0.5) == revived.granted(0.5)
+
+
+def test_a_batch_workers_next_task_at_once_does_not_echo_a_spent_window() -> None:
+    """Back within milliseconds (a batch job's next short task) is no gap of Spark's: no echo either."""
+    w = GrantWindow(1.0, burst_s=0.5)
+    assert w.grant("A", 500, 1000, 0.0, fair_chunk=500, rate_per_s=1000) == 500
+    t = 0.01
+    while t < 1.0:
+        w.grant("A", 50, 1000, t, fair_chunk=50, rate_per_s=1000)
+        if round(t * 100) % 10 == 0:     # a task ends every 100 ms; the next starts 5 ms later
+            w.give_back("A", 0, t)
+            t = round(t + 0.005, 6)
+        t = round(t + 0.01, 6)
+    assert w.grant("A", 500, 1000, 1.01, fair_chunk=500, rate_per_s=1000) <= 30
