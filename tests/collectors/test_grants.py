@@ -8,7 +8,7 @@ import gc
 import pytest
 
 from collectors.client import Unreachable
-from collectors.grants import ASK_TIMEOUT_S, OUTAGE_SWITCH_S
+from collectors.grants import ASK_TIMEOUT_S, HELD_UP_HEADROOM, OUTAGE_SWITCH_S
 from limiter import ManualClock
 from limiter.policy import Level, Rate
 from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
@@ -103,7 +103,7 @@ def test_a_topic_held_by_its_own_limit_leaves_the_rest_of_its_tenant_to_the_othe
     late = [n for t, n in admitted if t >= admitted[0][0] + 2]
     assert sum(late) >= 0.93 * 600 * 10
     tenant_asks = [a for r in cp.grant_requests if r.participant_id == "p0" for a in r.asks if a.level == "tenant"]
-    assert tenant_asks and max(a.rate_msgs_per_s for a in tenant_asks) <= 150
+    assert tenant_asks and max(a.rate_msgs_per_s for a in tenant_asks) <= 150 * HELD_UP_HEADROOM + 1e-6
 
 
 def test_a_topic_held_by_its_own_limit_asks_its_tenant_for_that_limit_not_for_what_it_spent(
@@ -111,14 +111,16 @@ def test_a_topic_held_by_its_own_limit_asks_its_tenant_for_that_limit_not_for_wh
     """The demo's tenant again, each stream sending a 40th of its second at a time (clicks 4, views 6, logs 5).
     Clicks' tenant pool is held up by clicks' own limit, not waiting: it asked for what it spent, a little under
     150 whenever the tenant's grants had come late, and the tenant's fair split followed it down (the demo's
-    clicks read 0.93 of its limit). Asking a tenth more than it spends, capped at the topic's limit, it asks for
-    150 (and never more)."""
+    clicks read 0.93 of its limit). Asking a tenth more than it spends, capped a tenth above the topic's limit,
+    it asks for at least 150, a little more now and then (capped at 150, its share of the tenant was exactly its
+    own limit, and two pacers at 150 in series read 0.93-0.95 in a real stream), and never more than 165."""
     cp, parts, topics = demo_tenant(clock)
     send(clock, parts, [p.producer(t) for p, t in zip(parts, topics, strict=True)], 8.0, batch=(4, 6, 5), threads=3)
     asks = [a.rate_msgs_per_s for r in cp.grant_requests if r.participant_id == "p0" for a in r.asks
             if a.level == "tenant"]
     late = asks[len(asks) // 4:]
-    assert max(late) <= 150 + 1e-6                                       # never more than it can spend
+    assert max(late) <= 150 * HELD_UP_HEADROOM + 1e-6                    # never far above what it can spend
+    assert max(late) > 150                                               # (capped at its limit: 150 exactly)
     assert sum(rate >= 150 - 1e-6 for rate in late) >= 0.8 * len(late)   # (asking what it spent: half)
 
 
