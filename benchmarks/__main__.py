@@ -83,9 +83,11 @@ def run_one(name: str, quick: bool) -> tuple[list[dict[str, Any]], bool]:
 
 
 def previous_rows(saved: Path, readme: Path) -> list[dict[str, Any]]:
-    """The last run's rows: per section, those saved in ``saved`` (a fresh checkout has no results.json), else
-    the README's own (a module run and written into the README alone, as ``bench_shared --write-readme`` does,
-    is in no results.json: its rows must not be lost); in the README's order, then the sections only saved."""
+    """The table as it stands: per section, the README's own rows, else those saved in ``saved`` (a section the
+    README does not show); in the README's order, then the sections only saved. The README first: a module run
+    and written into the README alone (``bench_shared --write-readme``) leaves an older run's rows of it in
+    results.json, and a later partial run of another module that preferred those wrote them back over the
+    newer ones."""
     kept: list[dict[str, Any]] = []
     try:
         rows = json.loads(saved.read_text(encoding="utf-8"))["rows"]
@@ -96,13 +98,8 @@ def previous_rows(saved: Path, readme: Path) -> list[dict[str, Any]]:
         shown = readme_rows(readme.read_text(encoding="utf-8"))
     except OSError:
         shown = []
-    saved_sections = {r["section"] for r in kept}
-    out: list[dict[str, Any]] = []
-    for section in dict.fromkeys(r["section"] for r in shown):
-        source = kept if section in saved_sections else shown
-        out += [r for r in source if r["section"] == section]
-    placed = {r["section"] for r in out}
-    return out + [r for r in kept if r["section"] not in placed]
+    placed = {r["section"] for r in shown}
+    return shown + [r for r in kept if r["section"] not in placed]
 
 
 def merged_with_previous(saved: Path, rows: list[dict[str, Any]], readme: Path = DEFAULT_README
@@ -124,9 +121,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"where to save (default {DEFAULT_JSON})")
     parser.add_argument("--readme", type=Path, default=DEFAULT_README, help=argparse.SUPPRESS)
     parser.add_argument("--keep-others", action="store_true",
-                        help="with --only: keep the other modules' rows, per module from the last saved results, "
-                             "else from the README's table (the table then holds rows of several runs; its caption's "
-                             "date is this run's)")
+                        help="with --only: keep the other modules' rows as the README's table shows them (a module "
+                             "it lacks: from the last saved results; the table then holds rows of several runs, and "
+                             "its caption's date is this run's)")
     return parser.parse_args(argv)
 
 
