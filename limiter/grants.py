@@ -174,6 +174,7 @@ class GrantWindow:
             self._level = None
         for holder in expire(self._away, horizon):   # away for a window: a newcomer when it comes back
             self._own.pop(holder, None)
+        expire(self._returned, now_s - RETURNING_WINDOWS * self.window_s)
 
     def granted(self, now_s: float) -> float:
         """Tokens granted in the window ending now."""
@@ -247,7 +248,6 @@ class GrantWindow:
         # on top of that -- measured, 466 at once after a micro-batch's gap, 1.35-1.65x the limit in that second)
         away_since = self._away.pop(holder, None)
         back = away_since is not None and learning_cap is None and self.catch_up
-        expire(self._returned, now_s - RETURNING_WINDOWS * self.window_s)
         if back and now_s - away_since >= RETURN_GAP_S * self.window_s:
             self._returned[holder] = now_s
             self._returned.move_to_end(holder)
