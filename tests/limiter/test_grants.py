@@ -225,8 +225,7 @@ def test_a_window_pickled_before_a_field_existed_still_grants() -> None:
 
     w = GrantWindow(1.0)
     w.grant("A", 100, 1000, 0.0, fair_chunk=100)
-    old = w.__getstate__() if hasattr(w, "__getstate__") else dict(w.__dict__)
-    old = dict(old)
+    old = dict(w.__dict__)
     del old["_returned"]                                   # as an earlier release wrote it
     revived = GrantWindow.__new__(GrantWindow)
     revived.__setstate__(old)
