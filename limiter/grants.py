@@ -29,8 +29,11 @@ these hold:
   echo lasts. (A window spent for less than ``SHORT_SPENT_S`` of it is not
   oversubscribed: holders asking at their fair rates fill it exactly, and the grant a window ago slides out a
   little after an ask now and then; pausing for that would lose the refill of every such moment.)
-  Except a holder back from a gap of ``RETURN_GAP_S`` or more within ``RETURNING_WINDOWS`` windows (a micro-batch
-  worker; not a batch job's, back from one short task to the next at once): for it the echo is the point. Its
+  Except a holder back from a gap of ``RETURN_GAP_S`` or more within ``RETURNING_WINDOWS`` windows that spent some
+  of its grants before the gap (a micro-batch worker; not a batch job's, back from one short task to the next at
+  once, nor a participant that asked ahead of any work and gave it all back -- steady from then on, three such
+  echoed their first catch-up for ten windows and read 0.81 of their fair shares in a second, each grabbing
+  what the window freed in a different order): for it the echo is the point. Its
   catch-up at the start of a micro-batch fills the window early, so the window is spent for as long as the gap
   was, just before the catch-up slides out; refilling through that pause, it sends the same burst again when it
   slides out, and the pause recurs every window -- the sliding window's best pattern under gaps: each window holds
@@ -142,6 +145,7 @@ class GrantWindow:
         self._wants_per_s: dict[Hashable, float] = {}          # holder -> how fast it wants to spend
         self._own: dict[Hashable, tuple[float, float]] = {}    # holder -> (its bucket's tokens, when)
         self._away: OrderedDict[Hashable, float] = OrderedDict()   # gave back, its bucket kept: holder -> when
+        self._away_unsent: set[Hashable] = set()   # of those, the ones that gave back all the window granted them
         self._level: tuple[float, float, float] | None = None  # (rate, water level, spare per part)
         self._level_at = -math.inf
         self._recent: OrderedDict[Hashable, float] = OrderedDict()   # the same, kept RECENT_WINDOWS windows
@@ -174,6 +178,7 @@ class GrantWindow:
             self._level = None
         for holder in expire(self._away, horizon):   # away for a window: a newcomer when it comes back
             self._own.pop(holder, None)
+            self._away_unsent.discard(holder)
         expire(self._returned, now_s - RETURNING_WINDOWS * self.window_s)
 
     def granted(self, now_s: float) -> float:
@@ -248,7 +253,9 @@ class GrantWindow:
         # on top of that -- measured, 466 at once after a micro-batch's gap, 1.35-1.65x the limit in that second)
         away_since = self._away.pop(holder, None)
         back = away_since is not None and learning_cap is None and self.catch_up
-        if back and now_s - away_since >= RETURN_GAP_S * self.window_s:
+        sent_before = holder not in self._away_unsent
+        self._away_unsent.discard(holder)
+        if back and sent_before and now_s - away_since >= RETURN_GAP_S * self.window_s:
             self._returned[holder] = now_s
             self._returned.move_to_end(holder)
         own_most = fair_per_s * (self.window_s if back else self.burst_s)
@@ -315,6 +322,12 @@ class GrantWindow:
         if holder in self._own:   # kept for a window: if it comes back, it catches up the gap
             self._away[holder] = now_s
             self._away.move_to_end(holder)
+            # it spent nothing of what the window granted it (it asked ahead of any work, like a participant
+            # waiting to be ready, or its task had no rows): no micro-batch's catch-up comes back with it to echo
+            if self._per.get(holder, 0.0) <= 1e-9:
+                self._away_unsent.add(holder)
+            else:
+                self._away_unsent.discard(holder)
         self._level = None
         return amount - left
 

@@ -246,3 +246,23 @@ def test_a_batch_workers_next_task_at_once_does_not_echo_a_spent_window() -> Non
             t = round(t + 0.005, 6)
         t = round(t + 0.01, 6)
     assert w.grant("A", 500, 1000, 1.01, fair_chunk=500, rate_per_s=1000) <= 30
+
+
+@pytest.mark.parametrize("spent_before", [False, True])
+def test_only_a_holder_that_sent_before_its_gap_echoes_a_spent_window(spent_before: bool) -> None:
+    """A participant that asked ahead of any work (waiting to be ready) and gave it all back is no micro-batch
+    worker: its catch-up pauses the window once, like a steady holder's. One that sent before its gap echoes."""
+    w = GrantWindow(1.0, burst_s=0.5)
+    assert w.grant("A", 250, 1000, 0.0, fair_chunk=250, rate_per_s=1000) == 250
+    w.give_back("A", 50 if spent_before else 250, 0.6)
+    t, got = 1.1, 0.0
+    while t < 2.1:
+        got += w.grant("A", 50, 1000, t, fair_chunk=50, rate_per_s=1000)
+        t = round(t + 0.01, 6)
+    assert got <= 1000 + 1e-6
+    burst = sum(w.grant("A", 50, 1000, round(2.11 + 0.01 * i, 6), fair_chunk=50, rate_per_s=1000)
+                for i in range(5))        # the catch-up at 1.1 s slides out
+    if spent_before:
+        assert burst >= 150               # its bucket refilled through the pause: the catch-up recurs
+    else:
+        assert burst <= 80                # at its fair rate (50 in 50 ms) and what its bucket held
