@@ -21,7 +21,7 @@ from __future__ import annotations
 import gzip
 import random
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -30,6 +30,10 @@ from protocol import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse
 
 A = TypeVar("A", bound=BaseModel)
 GZIP_ABOVE_BYTES = 8 * 1024
+# an idle kept-alive connection is closed after this (httpx's default, stated: the control plane keeps one open
+# far longer, ``controlplane.__main__.KEEP_ALIVE_S``, so it never closes one a participant is about to reuse)
+KEEPALIVE_EXPIRY_S = 5.0
+DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)   # a connection lost under a request
 
 __all__ = ["ParticipantClient", "ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff", "request_timeout_s",
            "encoded", "GZIP_ABOVE_BYTES"]
@@ -95,7 +99,8 @@ class ControlPlaneClient:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.url = url
-        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout_s, transport=transport)
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout_s, transport=transport,
+                                  limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S))
 
     @property
     def timeout_s(self) -> float:
@@ -116,8 +121,7 @@ class ControlPlaneClient:
     def _post(self, path: str, body: BaseModel, answer: type[A], timeout_s: float | None = None) -> A:
         try:
             content, headers = encoded(body.model_dump_json(exclude_none=True).encode())
-            resp = self._http.post(path, content=content, headers=headers,
-                                   timeout=httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s)
+            resp = self._sent(path, content, headers, httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s)
         except httpx.HTTPError as e:
             raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
         if resp.status_code >= 500:
@@ -130,11 +134,21 @@ class ControlPlaneClient:
             raise Unreachable(f"the answer is not a {answer.__name__}: {e.error_count()} error(s), first: "
                               f"{e.errors()[0]['msg']}") from None
 
+    def _sent(self, path: str, content: bytes, headers: dict[str, str], timeout: Any) -> httpx.Response:
+        # a connection dropped under a request (the server closed it as it sat kept alive, or reset it) is tried
+        # once more on a new one: else one lost grant ask puts a participant on the outage rules for a backoff.
+        # Sending again is safe: a report repeats its sequence number, and a grant granted twice is the first
+        # one's tokens never spent (below the limit, not above it)
+        try:
+            return self._http.post(path, content=content, headers=headers, timeout=timeout)
+        except DROPPED:
+            return self._http.post(path, content=content, headers=headers, timeout=timeout)
+
     def goodbye(self, participant_id: str, timeout_s: float = 0.5) -> bool:
         """Leave at once; True if the control plane removed us. Never raises."""
         try:
-            resp = self._http.post("/v1/goodbye", content=Goodbye(participant_id=participant_id).model_dump_json(),
-                                   headers={"Content-Type": "application/json"}, timeout=timeout_s)
+            resp = self._sent("/v1/goodbye", Goodbye(participant_id=participant_id).model_dump_json().encode(),
+                              {"Content-Type": "application/json"}, timeout_s)
         except Exception:  # noqa: BLE001 - best effort at exit
             return False
         return resp.status_code == 204

@@ -9,6 +9,11 @@ import socket
 import sys
 from collections.abc import Sequence
 
+# seconds an idle kept-alive connection stays open: far longer than a participant keeps one
+# (``collectors.client.KEEPALIVE_EXPIRY_S``). At uvicorn's default, 5 s, the same as the participant's, a request
+# could cross the server's close and be reset: a grant ask failed with "Connection reset by peer" in a benchmark
+KEEP_ALIVE_S = 30
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     from controlplane import cli
@@ -47,7 +52,7 @@ def serve(argv: Sequence[str]) -> int:
     tune_gc()
     # one line per participant report per second drowns everything else; debug shows them
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                            access_log=settings.log_level == "debug")
+                            access_log=settings.log_level == "debug", timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     if not settings.reuse_port:
         server.run()
