@@ -29,14 +29,15 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(tempfile, "tempdir", None)
 
 
-def test_the_archive_holds_the_three_packages_and_nothing_compiled(tmp_path: Path) -> None:
+def test_the_archive_holds_the_three_packages_each_module_beside_its_compiled_code(tmp_path: Path) -> None:
     archive = library_archive(tmp_path)
     names = zipfile.ZipFile(archive).namelist()
     assert {n.split("/", 1)[0] for n in names} == set(SHIPPED_PACKAGES)
     for must in ("limiter/__init__.py", "limiter/bucket.py", "protocol/wire.py", "collectors/runtime.py",
                  "collectors/spark.py", "collectors/jobs/publish.py"):
-        assert must in names
-    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+        assert must in names and must + "c" in names
+    assert {n[:-1] for n in names if n.endswith(".pyc")} == {n for n in names if n.endswith(".py")}
+    assert not [n for n in names if "__pycache__" in n]   # (none of this checkout's own caches)
     assert not [n for n in names if n.startswith(("controlplane/", "dashboard/"))]
 
 
@@ -58,6 +59,23 @@ def test_the_archive_alone_is_what_a_fresh_interpreter_imports(tmp_path: Path) -
     out = subprocess.run([sys.executable, "-c", probe, str(archive)], cwd=tmp_path, capture_output=True, text=True,
                          check=True, timeout=60).stdout.split()
     assert all(line.startswith(str(archive) + os.sep) for line in out), out
+    assert all(line.endswith(".pyc") for line in out), out   # compiled once, on the driver: not in each worker
+
+
+def test_a_worker_of_another_python_imports_the_sources_beside_the_compiled_code(tmp_path: Path) -> None:
+    """Compiled code of another Python version (its magic number differs) is passed over for the source."""
+    archive = library_archive(tmp_path)
+    other = tmp_path / "other-python.zip"
+    with zipfile.ZipFile(archive) as src, zipfile.ZipFile(other, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, b"\0\0\r\n" + data[4:] if info.filename.endswith(".pyc") else data)
+    probe = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
+             "getattr(f, '__module__', '')]; sys.path.insert(1, sys.argv[1]); "
+             "import collectors.spark, limiter; print(collectors.spark.__file__); print(limiter.__file__)")
+    out = subprocess.run([sys.executable, "-c", probe, str(other)], cwd=tmp_path, capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split()
+    assert out == [f"{other}{os.sep}collectors{os.sep}spark.py", f"{other}{os.sep}limiter{os.sep}__init__.py"], out
 
 
 def test_configure_ships_the_archive_after_what_the_user_set(tmp_path: Path) -> None:
