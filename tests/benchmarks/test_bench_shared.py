@@ -1,0 +1,12 @@
+"""benchmarks.bench_shared: how repeated runs of one workload make its rows."""
+
+from __future__ import annotations
+
+from benchmarks.bench_shared import combined
+
+
+def test_repeated_runs_show_each_figures_median_and_the_worst_window_of_all() -> None:
+    runs = [{"worst": 1.0, "after_mean": 0.90, "lost": 0.0}, {"worst": 1.1, "after_mean": 0.80, "lost": 2.0},
+            {"worst": 1.05, "after_mean": 0.95, "lost": 0.0}]
+    assert combined(runs) == {"worst": 1.1, "after_mean": 0.90, "lost": 2.0, "runs": 3}
+    assert combined(runs[:1]) is runs[0]                # one run: its own figures, no count
