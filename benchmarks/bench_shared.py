@@ -24,11 +24,9 @@ window on Redis). Cost per acquire, here: a producer's ``acquire`` against a Red
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -171,15 +169,7 @@ class Bench:
             out["raised_mean"] = windows.mean_ratio(events, LIMIT, marks["raise"] + 2 * INTERVAL_S, t1)
         out.update(delivery)
         if "executor_killed" in marks:
-            after = marks["executor_killed"] + 2 * INTERVAL_S
-            # (whole seconds from there: a limiter that admits each micro-batch in a burst at its start read up to
-            # a batch more or less by where the last event fell)
-            end = after + max(1.0, math.floor(t1 - after))
-            out["after_mean"] = windows.mean_ratio(events, LIMIT, after, end)
-            if spans:   # (the helpers' tasks say when they ran: leave out Spark's pauses, when no task ran)
-                paused = windows.pauses(spans, after, end)
-                out["after_paused_s"] = sum(b - a for a, b in paused)
-                out["after_running_mean"] = windows.mean_ratio(events, LIMIT, after, end, less=paused)
+            out.update(windows.after_kill(events, spans, LIMIT, marks["executor_killed"] + 2 * INTERVAL_S, t1))
         if "replica_killed" in marks:
             killed = marks["replica_killed"]
             out["gap_around_s"] = windows.longest_gap_s(events, killed - 1.0, killed + 3.0)
@@ -279,22 +269,6 @@ def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | Non
     return rows
 
 
-WORST_OF = ("worst", "after_worst", "gap_s", "gap_around_s", "outage_gap_s", "hold_s", "lost", "twice")
-
-
-def combined(runs: list[dict[str, float]]) -> dict[str, float]:
-    """One workload's figures over ``runs`` of it: the median of each, the worst of those where one bad run is
-    the figure (a window over the limit, a stall, a record lost)."""
-    if len(runs) == 1:
-        return runs[0]
-    out: dict[str, float] = {}
-    for key in runs[0]:
-        values = [r[key] for r in runs if key in r]
-        out[key] = max(values) if key in WORST_OF else statistics.median(values)
-    out["runs"] = len(runs)
-    return out
-
-
 def _run_all(bench: Bench, todo: list[Workload], only: set[str] | None, kinds: set[str] | None
              ) -> list[dict[str, Any]]:
     rows = []
@@ -305,7 +279,7 @@ def _run_all(bench: Bench, todo: list[Workload], only: set[str] | None, kinds: s
             if kinds and kind not in kinds:
                 continue
             try:
-                r = combined([bench.run(w, kind) for _ in range(w.repeats)])
+                r = windows.combined([bench.run(w, kind) for _ in range(w.repeats)])
             except Exception as e:  # noqa: BLE001 - one failed workload is a failed row, not a failed table
                 rows.append(row(SECTION, f"{w.name} [{kind}, {bench.where}] failed: {type(e).__name__}: {e}"[:200],
                                 float("nan"), "", "", False))

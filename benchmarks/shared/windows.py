@@ -14,17 +14,19 @@ span ``[t0, t1)``:
   starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold;
 - ``pauses(spans, t0, t1)``: the stretches longer than ``PAUSE_S`` in which Spark ran no task at all (the tasks'
   spans, ``read_spans``), e.g. while a killed executor is replaced: no limiter admits rows no task has, and
-  ``mean_ratio(..., less=pauses)`` leaves them out of a mean.
+  ``mean_ratio(..., less=pauses)`` leaves them out of a mean; ``after_kill`` the figures after an executor kill;
+- ``combined(runs)``: one workload's figures over several runs of it.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_spans", "pauses", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
+__all__ = ["read_spans", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -142,3 +144,33 @@ def batch_spans(events: Sequence[tuple[float, float]]) -> tuple[tuple[float, flo
     if mean_span[1] - mean_span[0] < 1.0:
         mean_span = (first, max(last, first + 1.0))
     return mean_span, (first, last + 1.0)
+
+
+def after_kill(events: Sequence[tuple[float, float]], spans: Sequence[tuple[float, float]], limit: float,
+               after: float, t1: float) -> dict[str, float]:
+    """The means from ``after`` (a little after an executor was killed) on, over whole seconds up to ``t1`` (a
+    limiter that admits each micro-batch in a burst at its start read up to a batch more or less by where the
+    last event fell): over all that time, and (given the tasks' spans) less Spark's pauses."""
+    end = after + max(1.0, math.floor(t1 - after))
+    out = {"after_mean": mean_ratio(events, limit, after, end)}
+    if spans:   # (the helpers' tasks say when they ran: leave out Spark's pauses, when no task ran)
+        paused = pauses(spans, after, end)
+        out["after_paused_s"] = sum(b - a for a, b in paused)
+        out["after_running_mean"] = mean_ratio(events, limit, after, end, less=paused)
+    return out
+
+
+# figures where one bad run is the figure (a window over the limit, a stall, a record lost)
+WORST_OF = ("worst", "after_worst", "gap_s", "gap_around_s", "outage_gap_s", "hold_s", "lost", "twice")
+
+
+def combined(runs: list[dict[str, float]]) -> dict[str, float]:
+    """One workload's figures over ``runs`` of it: the median of each, the worst of those in ``WORST_OF``."""
+    if len(runs) == 1:
+        return runs[0]
+    out: dict[str, float] = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs if key in r]
+        out[key] = max(values) if key in WORST_OF else statistics.median(values)
+    out["runs"] = len(runs)
+    return out

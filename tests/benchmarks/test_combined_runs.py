@@ -1,8 +1,8 @@
-"""benchmarks.bench_shared: how repeated runs of one workload make its rows."""
+"""benchmarks.shared.windows.combined: how repeated runs of one workload make its rows."""
 
 from __future__ import annotations
 
-from benchmarks.bench_shared import combined
+from benchmarks.shared.windows import combined
 
 
 def test_repeated_runs_show_each_figures_median_and_the_worst_window_of_all() -> None:
