@@ -145,7 +145,8 @@ class GrantWindow:
         self._wants_per_s: dict[Hashable, float] = {}          # holder -> how fast it wants to spend
         self._own: dict[Hashable, tuple[float, float]] = {}    # holder -> (its bucket's tokens, when)
         self._away: OrderedDict[Hashable, float] = OrderedDict()   # gave back, its bucket kept: holder -> when
-        self._away_unsent: set[Hashable] = set()   # of those, the ones that gave back all the window granted them
+        self._away_unsent: set[Hashable] = set()   # of those, the ones that gave back all they had been granted
+        self._outstanding: dict[Hashable, float] = {}   # holder -> granted since it came (or came back), less returns
         self._level: tuple[float, float, float] | None = None  # (rate, water level, spare per part)
         self._level_at = -math.inf
         self._recent: OrderedDict[Hashable, float] = OrderedDict()   # the same, kept RECENT_WINDOWS windows
@@ -175,6 +176,7 @@ class GrantWindow:
         for holder in expire(self._askers, horizon):
             self._wants_per_s.pop(holder, None)
             self._own.pop(holder, None)
+            self._outstanding.pop(holder, None)
             self._level = None
         for holder in expire(self._away, horizon):   # away for a window: a newcomer when it comes back
             self._own.pop(holder, None)
@@ -289,6 +291,7 @@ class GrantWindow:
         if amount <= 0:
             return 0.0
         self._log.append([now_s, holder, amount])
+        self._outstanding[holder] = self._outstanding.get(holder, 0.0) + amount
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount)
@@ -319,12 +322,15 @@ class GrantWindow:
                 left -= take
         self._askers.pop(holder, None)
         self._wants_per_s.pop(holder, None)
+        # it gives back all it was granted since it came (it asked ahead of any work, like a participant waiting to
+        # be ready, or its task had no rows): no micro-batch's catch-up comes back with it to echo. (Not "all the
+        # window granted it": a stream's worker at a cut limit may give back its one chunk of the window whole,
+        # having spent the ones before)
+        sent_nothing = self._outstanding.pop(holder, 0.0) - amount <= 1e-9
         if holder in self._own:   # kept for a window: if it comes back, it catches up the gap
             self._away[holder] = now_s
             self._away.move_to_end(holder)
-            # it spent nothing of what the window granted it (it asked ahead of any work, like a participant
-            # waiting to be ready, or its task had no rows): no micro-batch's catch-up comes back with it to echo
-            if self._per.get(holder, 0.0) <= 1e-9:
+            if sent_nothing:
                 self._away_unsent.add(holder)
             else:
                 self._away_unsent.discard(holder)

@@ -266,3 +266,19 @@ def test_only_a_holder_that_sent_before_its_gap_echoes_a_spent_window(spent_befo
         assert burst >= 150               # its bucket refilled through the pause: the catch-up recurs
     else:
         assert burst <= 80                # at its fair rate (50 in 50 ms) and what its bucket held
+
+
+def test_a_worker_that_gives_back_its_last_chunk_whole_after_spending_others_still_echoes() -> None:
+    """At a cut limit a stream's worker may give back the one chunk the window holds of it whole, having spent the
+    ones before (slid out): it is a micro-batch worker all the same, and its pause echoes."""
+    w = GrantWindow(1.0, burst_s=1.0)
+    assert w.grant("A", 300, 300, 0.0, fair_chunk=300, rate_per_s=300) == 300     # spent
+    assert all(w.grant("A", 50, 300, t, fair_chunk=50, rate_per_s=300) == 0 for t in (0.3, 0.6, 0.9))
+    last = w.grant("A", 50, 300, 1.01, fair_chunk=50, rate_per_s=300)
+    w.give_back("A", last, 1.05)                    # its task ends: that chunk back whole
+    t = 1.3                                         # the next micro-batch, after Spark's gap
+    while t < 2.3:
+        w.grant("A", 50, 300, t, fair_chunk=50, rate_per_s=300)
+        t = round(t + 0.01, 6)
+    burst = sum(w.grant("A", 50, 300, round(2.31 + 0.01 * i, 6), fair_chunk=50, rate_per_s=300) for i in range(5))
+    assert burst >= 90      # its catch-up recurs as it slides out (without the echo: 18, its refill alone)
