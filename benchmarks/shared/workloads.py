@@ -72,7 +72,9 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
                  topics=three, sizes=[rows // 4] * 4, job="publish"),
         Workload("stream, demand 60 % of the limit", "topic", ("ours", "static", "redis"),
                  pace_per_task=0.3 * LIMIT),
-        Workload("stream, live cut to 30 % and back", "topic", ("ours",), during="cut"),
+        # (at the cut limit a micro-batch lasts 3.3 s: the cut holds three, and where Spark's gaps fall moved one
+        # run's mean during it by +-0.025)
+        Workload("stream, live cut to 30 % and back", "topic", ("ours",), during="cut", repeats=1 if quick else 3),
         Workload("stream, control plane killed and restarted", "topic", ("ours",), partitions=4, during="kill"),
     ] + ([
         Workload("stream, one executor killed", "topic", ("ours", "static", "redis"), during="executor",
@@ -117,10 +119,11 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
         out.append(row(section, f"{label}: delivered / demanded", r["mean"] / demand, "x", "", None,
                        "Spark's gaps between micro-batches count against every kind alike"))
     elif w.during == "cut":
+        runs = f"the median of {r['runs']:.0f} runs" if "runs" in r else ""
         out.append(row(section, f"{label}: time for the cut to hold", r["hold_s"], "s", f"<= {2 * INTERVAL_S:g}",
-                       r["hold_s"] <= 2 * INTERVAL_S))
+                       r["hold_s"] <= 2 * INTERVAL_S, "the longest of its runs" if runs else ""))
         out.append(row(section, f"{label}: mean during the cut / cut limit", r["cut_mean"], "x", ">= 0.97",
-                       r["cut_mean"] >= 0.97))
+                       r["cut_mean"] >= 0.97, runs))
         out.append(row(section, f"{label}: mean after the raise / limit", r["raised_mean"], "x", ">= 0.97",
                        r["raised_mean"] >= 0.97))
     elif w.during == "replica":
