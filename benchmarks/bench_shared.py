@@ -12,7 +12,8 @@ admitted batch (``shared/kinds.py``); ``shared/windows.py`` turns the records in
 - the worst 1-s window / limit (windows start at every admission, so none is missed), goal <= 1.05 plus one
   acquire (``one_acquire``: ours sends 0.025 of the limit at a time, the others each 100-row batch, 0.1);
 - with demand below the limit (60 %), delivered / demanded, goal >= 0.99 (throttled below 1 % of the time);
-- a live cut to 30 % and back: seconds until the cut holds, goal <= 2 report intervals;
+- a live cut to 30 % and back: seconds until the cut holds, goal <= 2 report intervals (ours; Redis's tasks read
+  its limit from Redis every second), and the mean during the cut;
 - the control plane SIGKILLed mid-stream and restarted: the longest stall, and the worst window;
 - on the cluster, one executor SIGKILLed mid-job: the mean afterwards, and the same leaving out the seconds in
   which Spark ran no task at all (goal >= 0.9: the limiter cannot admit rows while the master replaces the
@@ -34,10 +35,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from .common import row
 from .shared import jobs, windows
 from .shared.cluster import StandaloneCluster
-from .shared.kinds import arrow_fn
+from .shared.kinds import arrow_fn, cost_per_acquire_s, redis_limit_key
 from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
 from .shared.workloads import INTERVAL_S, LIMIT, SECTION, WARMUP_S, Workload, one_acquire, rows_for, workloads
 
@@ -129,22 +132,23 @@ class Bench:
 
     def run(self, w: Workload, kind: str) -> dict[str, float]:
         self.runs += 1
+        span_s = w.span_s or self.duration_s
         log_dir = Path(tempfile.mkdtemp(prefix="admitted-", dir=self.work))
         topics = self.set_limit(w, self.runs, LIMIT) if kind == "ours" else w.topics
         fn = arrow_fn(kind, topics, str(log_dir), limit_per_s=LIMIT, tasks=min(w.partitions, 2) if w.sizes
-                      else w.partitions, redis_url=self.redis.url, redis_key=f"run{self.runs}",
+                      else w.partitions, redis_url=self.redis.url, redis_key=self.redis_key,
                       pace_per_task=w.pace_per_task)
         marks: dict[str, float] = {}
         started = time.time()
-        during = self._during(w, kind, marks)
+        during = self._during(w, kind, marks, span_s)
         delivery: dict[str, float] = {}
         if w.job == "publish":
-            events = jobs.publish(self.spark, topics, str(log_dir), w.partitions, WARMUP_S + self.duration_s,
+            events = jobs.publish(self.spark, topics, str(log_dir), w.partitions, WARMUP_S + span_s,
                                   sum(w.sizes) if w.sizes else None, during, delivery)
         elif w.sizes is not None:
             jobs.batch(self.spark, fn, w.sizes)
         else:
-            jobs.stream(self.spark, fn, w.partitions, int(LIMIT), WARMUP_S + self.duration_s, during)
+            jobs.stream(self.spark, fn, w.partitions, int(LIMIT), WARMUP_S + span_s, during)
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
         spans = windows.read_spans(log_dir) if "executor_killed" in marks else []   # (only that row uses them)
         if w.job != "publish":
@@ -155,7 +159,7 @@ class Bench:
         if w.sizes is not None:
             (t0, t1), worst_span = windows.batch_spans(events)
         else:
-            t0, t1 = started + WARMUP_S, min(events[-1][0], started + WARMUP_S + self.duration_s)
+            t0, t1 = started + WARMUP_S, min(events[-1][0], started + WARMUP_S + span_s)
             worst_span = (t0, t1)
         out = {"mean": windows.mean_ratio(events, LIMIT, t0, t1),
                "worst": windows.worst_window_ratio(events, LIMIT, *worst_span),
@@ -180,65 +184,61 @@ class Bench:
             out["after_worst"] = windows.worst_window_ratio(events, LIMIT, marks["restarted"], t1)
         return out
 
-    def _during(self, w: Workload, kind: str, marks: dict[str, float]) -> Callable[[float], None] | None:
+    @property
+    def redis_key(self) -> str:
+        """The current run's key on the Redis limiter (a fresh window for each run)."""
+        return f"run{self.runs}"
+
+    def live_limit(self, w: Workload, kind: str, per_s: float) -> None:
+        """Change the limit of the current run live: the shared policy (ours), or the Redis limiter's."""
+        if kind == "redis":
+            with redis.Redis.from_url(self.redis.url) as client:
+                client.set(redis_limit_key(self.redis_key), per_s)
+        else:
+            self.set_limit(w, self.runs, per_s)
+
+    def _during(self, w: Workload, kind: str, marks: dict[str, float], span_s: float
+                ) -> Callable[[float], None] | None:
         if w.during == "cut":
             def cut(t0: float) -> None:
-                time.sleep(WARMUP_S + self.duration_s / 4)
+                time.sleep(WARMUP_S + span_s / 4)
                 marks["cut"] = time.time()
-                self.set_limit(w, self.runs, 0.3 * LIMIT)
-                time.sleep(self.duration_s / 2)
+                self.live_limit(w, kind, 0.3 * LIMIT)
+                time.sleep(span_s / 2)
                 marks["raise"] = time.time()
-                self.set_limit(w, self.runs, LIMIT)
+                self.live_limit(w, kind, LIMIT)
             return cut
         if w.during == "executor":
             def kill_executor(t0: float) -> None:
                 # a batch job's t0 is its start, before Spark has started the tasks: they send from ~2 s on
-                time.sleep((WARMUP_S if w.sizes is None else 4.0) + self.duration_s / 4)
+                time.sleep((WARMUP_S if w.sizes is None else 4.0) + span_s / 4)
                 marks["executor_killed"] = time.time()
                 self.cluster.kill_executor(0)
             return kill_executor
         if w.during == "replica":
             def kill_replica(t0: float) -> None:
-                time.sleep(WARMUP_S + self.duration_s / 4)
+                time.sleep(WARMUP_S + span_s / 4)
                 marks["replica_killed"] = time.time()
                 self.cp.kill_replica(0)
             return kill_replica
         if w.during == "redis":   # the replicas' Redis: down for a second, back empty
-            return self._outage(marks, lambda: self.cp.redis.close(signal.SIGKILL), self.cp.redis.start, 1.0)
+            return self._outage(marks, lambda: self.cp.redis.close(signal.SIGKILL), self.cp.redis.start, 1.0, span_s)
         if w.during == "kill":
-            return self._outage(marks, self.cp.kill, self.cp.start, 6.0)
+            return self._outage(marks, self.cp.kill, self.cp.start, 6.0, span_s)
         return None
 
-    def _outage(self, marks: dict[str, float], kill: Callable[[], Any], start: Callable[[], Any],
-                down_s: float) -> Callable[[float], None]:
+    @staticmethod
+    def _outage(marks: dict[str, float], kill: Callable[[], Any], start: Callable[[], Any], down_s: float,
+                span_s: float) -> Callable[[float], None]:
         """A server SIGKILLed a quarter into the measuring span and started again ``down_s`` later."""
         def outage(t0: float) -> None:
-            time.sleep(WARMUP_S + self.duration_s / 4)
+            time.sleep(WARMUP_S + span_s / 4)
             marks["killed"] = time.time()
             kill()
             time.sleep(down_s)
             start()
             marks["restarted"] = time.time()
         return outage
-
-    # --- cost per acquire ---------------------------------------------------------------------------------
-
-    def cost_per_acquire_s(self) -> dict[str, float]:
-        from limiter import Producer, PublishRateLimiter, Rate
-
-        from .shared.kinds import _redis_acquire
-
-        producer = Producer("cost", [PublishRateLimiter(Rate(1e12, -1, 1))])
-        acquire = _redis_acquire(self.redis.url, 1e9, "cost")
-        return {"ours": _seconds_each(lambda: producer.acquire(msgs=100), 20_000),
-                "redis": _seconds_each(lambda: acquire(1), 2_000)}
-
-
-def _seconds_each(fn: Callable[[], Any], n: int) -> float:
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t) / n
 
 
 def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | None = None,
@@ -258,7 +258,7 @@ def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | Non
                                     float("nan"), "", "", False))
                     continue
                 rows += _run_all(bench, workloads(quick, cluster=place == "cluster"), only, kinds)
-            cost = bench.cost_per_acquire_s()
+            cost = cost_per_acquire_s(bench.redis.url)
             rows.append(row(SECTION, "cost per acquire: throttlescope (local bucket)", cost["ours"] * 1e6, "us"))
             rows.append(row(SECTION, "cost per acquire: Redis moving window (one round trip)", cost["redis"] * 1e6,
                             "us"))

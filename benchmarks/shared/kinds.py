@@ -5,7 +5,7 @@
 - ``static``: what users do today: ``limit / tasks`` for each Python worker, a local token bucket of its own
   (``limiter.PublishRateLimiter``, kept by the worker across tasks, as a per-executor limiter is);
 - ``redis``: a central exact limiter: ``limits``' moving window on Redis, one round trip per acquire (a refused
-  acquire is retried every ``REDIS_RETRY_S``).
+  acquire is retried every ``REDIS_RETRY_S``); its limit can be changed live (``redis_limit_key``).
 
 ``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as
 ``<unix time> <rows> <seconds it waited for the limiter>`` and writes its lines to ``<log_dir>/<pid>-<random>.log``
@@ -15,16 +15,18 @@ far, ``<start> <end>``, to ``<pid>-<random>.span`` beside it.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["arrow_fn", "KINDS", "REDIS_RETRY_S"]
+__all__ = ["arrow_fn", "KINDS", "REDIS_RETRY_S", "redis_limit_key", "cost_per_acquire_s"]
 
 KINDS = ("ours", "static", "redis")
 REDIS_RETRY_S = 0.002
+LIMIT_REFRESH_S = 1.0   # a Redis limiter's tasks read its live limit this often (the control plane's report interval)
 FLUSH_EVERY = 20
 
 
@@ -64,16 +66,34 @@ class _Pacer:
         self.sent += rows
 
 
-def _redis_acquire(url: str, limit_per_s: float, key: str) -> Callable[[int], None]:
+def redis_limit_key(key: str) -> str:
+    """Where a Redis limiter's live limit is kept (msgs/s; absent: the limit it started with)."""
+    return f"{key}:limit"
+
+
+def _redis_acquire(url: str, limit_per_s: float, key: str, refresh_s: float = LIMIT_REFRESH_S
+                   ) -> Callable[[int], None]:
+    """One ``limits`` moving-window hit per acquire, the limit read live from ``redis_limit_key(key)`` every
+    ``refresh_s`` -- what a user who changes a Redis limiter's limit without a restart does. The window
+    keeps one key whatever the limit (``limits``' ``hit`` keys it by the limit too: a cut would start an empty
+    window and let the new limit through on top of the old one's last second)."""
+    import redis
     from limits import parse
     from limits.storage import storage_from_string
-    from limits.strategies import MovingWindowRateLimiter
 
-    limiter = MovingWindowRateLimiter(storage_from_string(url))
+    storage, client = storage_from_string(url), redis.Redis.from_url(url)
     item = parse(f"{int(limit_per_s)}/second")
+    window_key, expiry_s = item.key_for(key), item.get_expiry()
+    live = {"limit": int(limit_per_s), "read_at": -math.inf}
 
     def acquire(rows: int) -> None:
-        while not limiter.hit(item, key, cost=rows):
+        while True:
+            now = time.monotonic()
+            if now - live["read_at"] >= refresh_s:
+                value = client.get(redis_limit_key(key))
+                live.update(read_at=now, limit=int(float(value)) if value is not None else live["limit"])
+            if storage.acquire_entry(window_key, live["limit"], expiry_s, amount=rows):
+                return
             time.sleep(REDIS_RETRY_S)
     return acquire
 
@@ -135,3 +155,20 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
         finally:
             record.flush()
     return fn
+
+
+def cost_per_acquire_s(redis_url: str) -> dict[str, float]:
+    """Seconds per acquire, here: a producer's local ``acquire`` (ours) against a Redis ``hit`` (one round trip)."""
+    from limiter import Producer, PublishRateLimiter, Rate
+
+    producer = Producer("cost", [PublishRateLimiter(Rate(1e12, -1, 1))])
+    acquire = _redis_acquire(redis_url, 1e9, "cost")
+    return {"ours": _seconds_each(lambda: producer.acquire(msgs=100), 20_000),
+            "redis": _seconds_each(lambda: acquire(1), 2_000)}
+
+
+def _seconds_each(fn: Callable[[], Any], n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n

@@ -50,6 +50,7 @@ class Workload:
     # runs of each kind; the rows show each figure's median (the worst window: the worst of all). Spark's pause
     # after it loses an executor (1-1.7 s, or none) moved one run's figures after the kill by up to 0.1
     repeats: int = 1
+    span_s: float | None = None     # the measuring span after the warm-up, if not the benchmark's own
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,9 +73,10 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
                  topics=three, sizes=[rows // 4] * 4, job="publish"),
         Workload("stream, demand 60 % of the limit", "topic", ("ours", "static", "redis"),
                  pace_per_task=0.3 * LIMIT),
-        # (at the cut limit a micro-batch lasts 3.3 s: the cut holds three, and where Spark's gaps fall moved one
-        # run's mean during it by +-0.025)
-        Workload("stream, live cut to 30 % and back", "topic", ("ours",), during="cut", repeats=1 if quick else 3),
+        # (at the cut limit a micro-batch lasts 3.3 s, and where Spark's gaps fall moved one run's mean during a cut
+        # of 10 s, three micro-batches, by +-0.025: the cut lasts half the span, and the span is twice the others')
+        Workload("stream, live cut to 30 % and back", "topic", ("ours", "redis"), during="cut",
+                 repeats=1 if quick else 2, span_s=None if quick else 40.0),
         Workload("stream, control plane killed and restarted", "topic", ("ours",), partitions=4, during="kill"),
     ] + ([
         Workload("stream, one executor killed", "topic", ("ours", "static", "redis"), during="executor",
@@ -119,13 +121,14 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
         out.append(row(section, f"{label}: delivered / demanded", r["mean"] / demand, "x", "", None,
                        "Spark's gaps between micro-batches count against every kind alike"))
     elif w.during == "cut":
-        runs = f"the median of {r['runs']:.0f} runs" if "runs" in r else ""
-        out.append(row(section, f"{label}: time for the cut to hold", r["hold_s"], "s", f"<= {2 * INTERVAL_S:g}",
-                       r["hold_s"] <= 2 * INTERVAL_S, "the longest of its runs" if runs else ""))
-        out.append(row(section, f"{label}: mean during the cut / cut limit", r["cut_mean"], "x", ">= 0.97",
-                       r["cut_mean"] >= 0.97, runs))
-        out.append(row(section, f"{label}: mean after the raise / limit", r["raised_mean"], "x", ">= 0.97",
-                       r["raised_mean"] >= 0.97))
+        runs, goal = f"the median of {r['runs']:.0f} runs" if "runs" in r else "", kind == "ours"
+        out.append(row(section, f"{label}: time for the cut to hold", r["hold_s"], "s",
+                       f"<= {2 * INTERVAL_S:g}" if goal else "", r["hold_s"] <= 2 * INTERVAL_S if goal else None,
+                       "the longest of its runs" if runs else ""))
+        for what, key, note in (("during the cut / cut limit", "cut_mean", runs),
+                                ("after the raise / limit", "raised_mean", "")):
+            out.append(row(section, f"{label}: mean {what}", r[key], "x", ">= 0.97" if goal else "",
+                           r[key] >= 0.97 if goal else None, note))
     elif w.during == "replica":
         out.append(row(section, f"{label}: longest stall around the kill", r["gap_around_s"], "s", "<= 2",
                        r["gap_around_s"] <= 2))
