@@ -3,7 +3,9 @@
 The participants are simulated in one process on one ManualClock, but with the real machinery: each is a
 ``collectors.Participant`` (its limiters, reporter, grant keeper and Applier), talking to an in-process relay that
 does what ``POST /v1/report`` and ``POST /v1/grant`` do with the control plane's own ``LiveState`` and
-``GrantBook``; each keeper runs every 20 ms, as its thread polls.
+``GrantBook``; each keeper runs every 20 ms at its own phase, as its thread polls, and at once when one of its
+producers is throttled (the throttle wakes it). (Keepers all run in the same tick, a lockstep no two processes
+keep, hid a second of 1.11x the limit at the 4 unequal participants' start, and a later one of 0.92.)
 Only HTTP and OS processes are left out. Each participant's producer behaves like a blocking ``acquire`` loop
 paced to its demand: one message every 1/demand s; a send due while paused goes the moment it resumes (no
 catch-up). Participants report every 0.25 s, each at its own phase.
@@ -15,7 +17,8 @@ Scenarios
   ``fair`` should take <= 3; ``proportional`` (Pulsar's formula) keeps 70/30 for ever, by design.
 - ``4 unequal``: demands 100/200/500/800 against 1000 (fair: 100/200/350/350). Aggregate admitted rate over
   1 s windows from 6 intervals on (each newcomer's first grants hold half a second of its share): mean and
-  worst error against the limit (goal: within 5 %).
+  worst error against the limit (goal: within 5 %); and the most admitted in any 1 s of the whole run (windows
+  starting at every send: the limit held from the first grant on).
 - ``one leaves``: 3 participants wanting 600 of 900; one says goodbye; intervals until the other two get 450.
 
 Run: ``python -m benchmarks.bench_quota`` (``--quick`` for a shorter run).
@@ -23,6 +26,7 @@ Run: ``python -m benchmarks.bench_quota`` (``--quick`` for a shorter run).
 
 from __future__ import annotations
 
+import bisect
 import sys
 import time
 from typing import Any
@@ -83,6 +87,7 @@ class _Sim:
         self.relay = _Relay(ps, self.clock)
         self.t0 = self.clock.now_s()
         self.members: list[dict[str, Any]] = []
+        self.sent_at: list[float] = []   # every send's time, in order
 
     def join(self, demand: float) -> dict[str, Any]:
         i = len(self.members)
@@ -92,7 +97,9 @@ class _Sim:
         p.report_now()
         m = {"p": p, "producer": p.producer(f"acme/web/t{i}"), "demand": demand, "due": self.clock.now_s(),
              "sent": 0, "next_report": self.clock.now_s() + INTERVAL_S * (1 + i / 7), "alive": True,
-             "rg": p.limits.limiter(Level.RESOURCE_GROUP, "g")}
+             "next_keep": self.clock.now_s() + KEEPER_S * (i % 7) / 7,
+             "rg": p.limits.limiter(Level.RESOURCE_GROUP, "g"), "woken": False}
+        p.limits.on_throttle = lambda: m.__setitem__("woken", True)   # as a throttled producer wakes the keeper
         self.members.append(m)
         return m
 
@@ -104,20 +111,19 @@ class _Sim:
         """Advance ``seconds``; ``on_interval(k)`` after every INTERVAL_S of simulated time."""
         end = self.clock.now_s() + seconds
         next_mark = self.clock.now_s() + INTERVAL_S
-        next_keep = self.clock.now_s()
         while self.clock.now_s() < end - 1e-9:
             now = self.clock.now_s()
-            keep = now >= next_keep - 1e-9
-            if keep:
-                next_keep += KEEPER_S
             for m in self.members:
                 if not m["alive"]:
                     continue
-                if keep:
+                if m["woken"] or now >= m["next_keep"] - 1e-9:
+                    m["woken"] = False
                     m["p"].grant_keeper.run_once()
+                    m["next_keep"] = now + KEEPER_S
                 # (a send held by a dry pool pauses the producer and waits, uncounted)
                 if now >= m["due"] - 1e-9 and not m["producer"].paused and m["producer"].try_acquire(1):
                     m["sent"] += 1
+                    self.sent_at.append(now)
                     step = 1.0 / m["demand"]
                     m["due"] = max(m["due"], now - step) + step
                 if now >= m["next_report"] - 1e-9:
@@ -168,6 +174,8 @@ def _aggregate(quick: bool) -> list[dict[str, Any]]:
     per_interval = [round((counts[k + 1] - counts[k]) / INTERVAL_S) for k in range(min(12, len(counts) - 1))]
     shares = [round(m["sent"] / (sim.clock.now_s() - sim.t0)) for m in members]
     worst, mean = max(abs(e) for e in errors), sum(abs(e) for e in errors) / len(errors)
+    at = sim.sent_at
+    most = max(bisect.bisect_right(at, t + 1.0 - 1e-9) - i for i, t in enumerate(at))
     series = [f"{100 * e:+.1f}" for e in errors[:16]]
     return [
         {"section": "aggregate", "name": "4 unequal: error of the 1 s window from interval 6",
@@ -180,6 +188,9 @@ def _aggregate(quick: bool) -> list[dict[str, Any]]:
         {"section": "aggregate", "name": "4 unequal: mean 1 s window error, from interval 6 on",
          "value": round(100 * mean, 2), "unit": "% of limit", "goal": f"<= {100 * GOAL_ERROR:g}",
          "ok": mean <= GOAL_ERROR, "note": f"admitted msgs/s over the run {shares} (max-min fair: [100, 200, 350, 350])"},
+        {"section": "aggregate", "name": "4 unequal: most admitted in any 1 s, from the start / limit",
+         "value": round(most / 1000, 3), "unit": "x", "goal": f"<= {1 + GOAL_ERROR:g}", "ok": most <= 1000 * (1 + GOAL_ERROR),
+         "note": "windows start at every send: the newcomers' first grants included"},
     ]
 
 

@@ -21,7 +21,9 @@ producer goes away):
 A steadily sending participant asks about four times a second per limit; a task's first send waits one round
 trip; the gap between two micro-batches is caught up, because the window counts grants, not time. Each ask says
 what the pool holds and what it spent since the last, and when (``collectors.spends``): the control plane counts
-tokens when they are spent too (``limiter.spent``).
+tokens when they are spent too (``limiter.spent``). A pool that spends what it holds without needing more says so
+at least every ``SPENDS_EVERY_S`` all the same (an ask for a token): its grant may have left the window long before
+its spends.
 
 While the control plane cannot be reached (``unreachable``): a pool spends what it holds for ``OUTAGE_SWITCH_S``
 (by then every other participant's pool has run dry too), then the limiter runs at the ``safe`` rate the
@@ -46,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
-from protocol import Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
+from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
 
 from .outcomes import OutcomeLog
 from .share_rows import NONE, ShareRows
@@ -69,7 +71,12 @@ OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the s
 SAFE_BURST_S = 0.01
 DEFAULT_CHUNK_S = 0.25  # the first ask of a limit: this many seconds of the whole limit (the answer says more)
 ASK_TIMEOUT_S = 2 * DEFAULT_CHUNK_S   # a grant ask unanswered this long: the outage rules, from when it was sent
-URGENT_WANTS = 1.0      # message tokens an ask that carries a sink's refusal wants, when the pool wants none
+URGENT_WANTS = 1.0      # message tokens an ask that carries a sink's refusal or spends wants, when the pool wants none
+# a pool spending from what it holds without asking says what it spent at least this often (an ask for a token): a
+# worker sending 100/s on a first chunk of 250 (a quarter second of the whole limit, before its rate was known) spent
+# it for 2.5 s, long after the grant left the window, and told it only with its next ask -- the others got the whole
+# limit on top, 1.11x in a second
+SPENDS_EVERY_S = 0.25
 URGENT_EVERY_S = 0.1    # an adaptive limit's refusals are told out of turn at most this often (each one wakes it)
 HEADROOM = 1.0          # a pool that is not waiting asks for the rate it spends (waiting: everything)
 # held up by another level (its own topic's limit), a pool spends what that level lets through: asking for just that,
@@ -117,6 +124,11 @@ class Grants:
         # outage started afresh at every report never reached the safe rate (the pools ran dry, the limit stalled)
         self._asks_failing_since: float | None = None
         self._most_holders = 0
+
+    @property
+    def most_holders(self) -> int:
+        """The most participants any answer counted on one limit."""
+        return self._most_holders
 
     def mode(self, key: str, limit: Rate) -> tuple[Rate, tuple[float, float] | None]:
         """The local limiter's (rate, pool capacity) now: a pool (capacity = the limit per period), or the safe
@@ -340,7 +352,7 @@ class GrantKeeper:
                        else min(fair[i], spent_per_s * DEFAULT_CHUNK_S))
                 if hungry or b < (own if pool.eager else own / 2):
                     wants[i] = (fair[i] if hungry else own) - min(b, 0.0) - max(b, 0.0) * (not hungry)
-            if urgent and wants[0] <= 0 and pool.balance[0] is not None:
+            if wants[0] <= 0 and pool.balance[0] is not None and (urgent or self._spends_due(pool.key, now)):
                 wants[0] = URGENT_WANTS   # (an ask wanting nothing would say the participant is done with it)
             if wants[0] > 0 or wants[1] > 0:
                 # how fast it wants to spend: everything while a producer waits, else what it spends (a tenth more
@@ -396,6 +408,14 @@ class GrantKeeper:
             else:
                 self.returns += 1
         return len(asks)
+
+    def _spends_due(self, key: str, now: float) -> bool:
+        """Whether the pool of ``key`` has spends older than a steady sender's asks are apart: ``SPENDS_EVERY_S``,
+        or longer for a limit shared by many, as the control plane stretches their chunks (the asks of a limit
+        stay near ``MAX_ASKS_PER_S``, however many participants share it)."""
+        oldest = self.spends.oldest_unsent_s(key)
+        return oldest is not None and now - oldest >= max(SPENDS_EVERY_S,
+                                                          self.grants.most_holders / MAX_ASKS_PER_S)
 
     def _deposit(self, pool: Pool, msgs: float, bytes_: float) -> None:
         pool.deposit(msgs, bytes_)

@@ -87,6 +87,11 @@ class SpendLog:
             self._expected[0][row] += msgs    # (NaN, an unlimited dimension, stays NaN)
             self._expected[1][row] += bytes_
 
+    def oldest_unsent_s(self, key: str) -> float | None:
+        """When the oldest spend of ``key`` not yet carried by an ask was seen (None: it has none)."""
+        seen = self._seen.get(key)
+        return seen.spends[seen.sent][0] if seen is not None and seen.sent < len(seen.spends) else None
+
     def unsent(self, key: str, now_s: float) -> list[Spend]:
         """The spends of ``key`` not yet answered, for an ask sent at ``now_s`` (marked as carried by it)."""
         seen = self._seen.get(key)

@@ -57,13 +57,12 @@ from controlplane.adaptive import AdaptiveLimit
 from controlplane.grant_tables import GrantTable, MemoryTable
 from limiter.grants import DEFAULT_BURST_S, GrantWindow
 from limiter.policy import Level, Rate
-from protocol import Grant, GrantAsk, Limit, PolicySet, PolicyView, limit_key, parse_limit_key
+from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, Limit, PolicySet, PolicyView, limit_key, parse_limit_key
 
 __all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "MARKER_STALE_S", "learning_s_for"]
 
 CHUNK_S = 0.25
 RETRY_MIN_S = 0.02
-MAX_ASKS_PER_S = 100.0
 ADAPTIVE_BURST_S = 0.1     # an adaptive limit's holders hold this much of their fair rate
 MARKER = "grants.alive"
 MARKER_STALE_S = 24 * 3600.0   # a marker older than this: no participant of then is assumed to be still sending

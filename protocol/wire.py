@@ -136,6 +136,9 @@ class MutationQuotaSnapshot(StrictModel):
 
 
 MAX_SPENDS = 64   # spends per ask: a participant merges older ones (into the later time: counted longer, never less)
+# the asks of one shared limit, over all its participants, that the control plane aims at: its chunks last
+# ``max(0.25 s, askers / MAX_ASKS_PER_S)``, and a participant says its spends no more often than that
+MAX_ASKS_PER_S = 100.0
 
 
 class Spend(StrictModel):

@@ -8,7 +8,7 @@ import gc
 import pytest
 
 from collectors.client import Unreachable
-from collectors.grants import ASK_TIMEOUT_S, HELD_UP_HEADROOM, OUTAGE_SWITCH_S
+from collectors.grants import ASK_TIMEOUT_S, HELD_UP_HEADROOM, OUTAGE_SWITCH_S, SPENDS_EVERY_S
 from limiter import ManualClock
 from limiter.policy import Level, Rate
 from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
@@ -299,3 +299,17 @@ def test_a_pause_takes_back_what_the_pool_holds_when_the_answer_comes_not_at_the
     keeper = GrantKeeper("p", Grants(lambda: 0.0), pools, send, lambda: None, lambda: 0.0)
     assert keeper.run_once() == 1
     assert held[0] == 0.0   # not -30: nothing to repay after the pause
+
+
+def test_a_slow_sender_on_a_large_first_chunk_tells_its_spends_and_the_limit_holds(clock: ManualClock) -> None:
+    """A worker sending 100 msgs/s got a quarter second of the whole limit as its first chunk (its rate was not
+    known yet): 2.5 s of its sends, spent long after the grant left the window. It says what it spent every
+    ``SPENDS_EVERY_S`` (an ask for a token), so the window counts its spends: told only with its next real ask, a
+    worker beside it sending all it could got the whole limit on top, 1.1x the limit in a second."""
+    cp, parts = world(clock)
+    slow, fast = parts[0].producer(TOPIC), parts[1].producer(TOPIC)
+    admitted = send(clock, parts, [slow, fast], 4.0, batch=(1, 25))
+    assert worst_window(admitted) <= 1000 * 1.05 + 25                  # held: the limit's slack plus one send
+    assert sum(n for _, n in admitted if n == 1) >= 0.98 * 100 * 4     # the slow one was never held back
+    told = [a for r in cp.grant_requests if r.participant_id == "p0" for a in r.asks if a.spent]
+    assert len(told) >= 4 / SPENDS_EVERY_S - 2                        # its spends, every quarter second

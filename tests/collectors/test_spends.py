@@ -30,6 +30,21 @@ def test_spends_stay_until_an_ask_carrying_them_is_answered() -> None:
     assert log.unsent("k", 0.3) == []
 
 
+def test_the_oldest_spend_not_yet_carried_by_an_ask_dates_the_next_report() -> None:
+    log = SpendLog()
+    log.look("k", (100.0, None), 0.0)
+    assert log.oldest_unsent_s("k") is None and log.oldest_unsent_s("other") is None
+    log.look("k", (90.0, None), 0.1)
+    log.look("k", (80.0, None), 0.2)
+    assert log.oldest_unsent_s("k") == 0.1
+    log.unsent("k", 0.25)                         # an ask carries both
+    assert log.oldest_unsent_s("k") is None
+    log.look("k", (70.0, None), 0.3)              # seen while the ask is out: the next one carries it
+    assert log.oldest_unsent_s("k") == 0.3
+    log.answered("k")
+    assert log.oldest_unsent_s("k") == 0.3
+
+
 def test_more_spends_than_an_ask_carries_are_merged_into_the_later_date() -> None:
     log = SpendLog(max_spends=3)
     log.look("k", (100.0, None), 0.0)
