@@ -153,6 +153,7 @@ class Bench:
         spans = windows.read_spans(log_dir) if "executor_killed" in marks else []   # (only that row uses them)
         if w.job != "publish":
             events = [(t, n) for t, n, _ in waits]
+        requests = windows.requests_per_s(log_dir, started, time.time())
         shutil.rmtree(log_dir, ignore_errors=True)
         if not events:
             raise RuntimeError(f"{w.name} ({kind}): nothing was admitted")
@@ -172,6 +173,8 @@ class Bench:
             out["cut_mean"] = windows.mean_ratio(events, 0.3 * LIMIT, marks["cut"] + 2 * INTERVAL_S, marks["raise"])
             out["raised_mean"] = windows.mean_ratio(events, LIMIT, marks["raise"] + 2 * INTERVAL_S, t1)
         out.update(delivery)
+        if requests is not None:
+            out["requests_per_s"] = requests
         if "executor_killed" in marks:
             out.update(windows.after_kill(events, spans, LIMIT, marks["executor_killed"] + 2 * INTERVAL_S, t1))
         if "replica_killed" in marks:

@@ -50,6 +50,16 @@ class _Recorder:
         with open(self.path[:-len(".log")] + ".span", "w") as f:
             f.write(f"{self.started:.6f} {time.time():.6f}\n")
 
+    def requests(self) -> None:
+        """How many grant requests (asks and give-backs) this worker's participant has sent so far, and when
+        (``windows.requests_per_s``); one file per worker, in order."""
+        from collectors.runtime import current_participant
+
+        keeper = getattr(current_participant(), "grant_keeper", None)
+        if keeper is not None:
+            with open(os.path.join(os.path.dirname(self.path), f"{os.getpid()}.requests"), "a") as f:
+                f.write(f"{time.time():.6f} {keeper.asks + keeper.returns}\n")
+
 
 class _Pacer:
     """Holds a task to ``rows_per_s`` (the source's own pace; 0 = as fast as the limit lets it)."""
@@ -143,6 +153,7 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
                 for b in throttle_arrow(topic)(paced()):
                     record.admitted(b.num_rows, time.monotonic() - handed[0])
                     yield b
+                record.requests()
                 return
             acquire = (_static_acquire(redis_key, limit_per_s / tasks) if kind == "static"
                        else _redis_acquire(redis_url, limit_per_s, redis_key))

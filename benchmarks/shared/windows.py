@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_spans", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
+__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -88,6 +88,20 @@ def read_spans(log_dir: Path) -> list[tuple[float, float]]:
         if len(parts) == 2:
             spans.append((float(parts[0]), float(parts[1])))
     return sorted(spans)
+
+
+def requests_per_s(log_dir: Path, t0: float, t1: float) -> float | None:
+    """Grant requests a participant sent per second while it worked in [t0, t1]: over every worker's
+    ``<pid>.requests`` (its participant's count at the end of each task), what the counts grew by between its first
+    and last task ending in the span, over the time between them (None: no worker ended two tasks in it)."""
+    sent = spent_s = 0.0
+    for path in Path(log_dir).glob("*.requests"):
+        seen = [(float(t), float(n)) for t, n in (line.split() for line in path.read_text().splitlines())
+                if t0 <= float(t) <= t1]
+        if len(seen) >= 2:
+            sent += seen[-1][1] - seen[0][1]
+            spent_s += seen[-1][0] - seen[0][0]
+    return sent / spent_s if spent_s > 0 else None
 
 
 def pauses(spans: Iterable[tuple[float, float]], t0: float, t1: float,

@@ -150,4 +150,8 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
     goal = kind == "ours"
     out.append(row(section, f"{label}: worst 1-s window / limit", r["worst"], "x",
                    f"<= {most:.4g}" if goal else "", r["worst"] <= most if goal else None))
+    if "requests_per_s" in r:
+        out.append(row(section, f"{label}: grant requests per participant per second", r["requests_per_s"], "/s",
+                       "", None, "asks and give-backs of a worker's participant over its tasks (and a report a "
+                       "second)"))
     return out

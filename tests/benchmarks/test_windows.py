@@ -16,6 +16,7 @@ from benchmarks.shared.windows import (
     read_events,
     read_spans,
     read_waits,
+    requests_per_s,
     throttled_share,
     window_sums,
     worst_window_ratio,
@@ -134,3 +135,12 @@ def test_a_window_may_exceed_the_limit_by_a_twentieth_and_one_acquire_of_the_kin
     assert window("ours", 1.075)["goal"] == "<= 1.075" and window("ours", 1.075)["ok"] is True
     assert window("ours", 1.1)["ok"] is False
     assert window("redis", 1.1)["goal"] == ""   # (the peers charge 100-row batches whole, and have no goal)
+
+
+def test_requests_per_participant_are_counted_between_each_workers_first_and_last_task_in_the_span(
+        tmp_path: Path) -> None:
+    (tmp_path / "11.requests").write_text("9.0 5\n10.0 10\n12.0 50\n14.0 90\n30.0 500\n")   # 80 in 4 s
+    (tmp_path / "12.requests").write_text("10.5 0\n12.5 20\n")                              # 20 in 2 s
+    (tmp_path / "13.requests").write_text("11.0 7\n")                                          # one task: no rate
+    assert requests_per_s(tmp_path, 10.0, 20.0) == pytest.approx(100 / 6)
+    assert requests_per_s(tmp_path, 20.0, 25.0) is None
