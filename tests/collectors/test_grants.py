@@ -11,6 +11,7 @@ from collectors.client import Unreachable
 from collectors.grants import ASK_TIMEOUT_S, HELD_UP_HEADROOM, OUTAGE_SWITCH_S, SPENDS_EVERY_S
 from limiter import ManualClock
 from limiter.policy import Level, Rate
+from protocol import MAX_ASKS_PER_S, GrantAnswer, GrantRequest
 from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
 
 pytestmark = pytest.mark.unit
@@ -313,3 +314,25 @@ def test_a_slow_sender_on_a_large_first_chunk_tells_its_spends_and_the_limit_hol
     assert sum(n for _, n in admitted if n == 1) >= 0.98 * 100 * 4     # the slow one was never held back
     told = [a for r in cp.grant_requests if r.participant_id == "p0" for a in r.asks if a.spent]
     assert len(told) >= 4 / SPENDS_EVERY_S - 2                        # its spends, every quarter second
+
+
+class _Crowded(InProcessControlPlane):
+    """Answers as if 400 participants shared every limit (the control plane then stretches their chunks)."""
+
+    def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
+        answer = super().grant(request, timeout_s)
+        return answer.model_copy(update={"grants": [g.model_copy(update={"holders": 400}) for g in answer.grants]})
+
+
+def test_a_pool_on_a_limit_shared_by_many_says_its_spends_no_more_often_than_its_chunks_last(
+        clock: ManualClock) -> None:
+    """400 participants on one limit: their chunks last 4 s (the limit's asks stay near ``MAX_ASKS_PER_S``), and a
+    pool spending what it holds says its spends as seldom -- 4 a second each would be 1,600 asks a second."""
+    cp = _Crowded(LIMIT, interval_s=1.0, clock=clock.now_s)
+    p = make_participant(clock, cp, pid="p0", interval_s=1.0)
+    assert p.report_now()
+    producer = p.producer(TOPIC)                                       # its first chunk: 250, 2.5 s of its sends
+    asked = len(cp.grant_requests)
+    send(clock, [p], [producer], 2.0, batch=1)                         # 100 msgs/s from what it holds
+    assert len(cp.grant_requests) == asked
+    assert 400 / MAX_ASKS_PER_S > 2.0
