@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from benchmarks.shared.kinds import _redis_acquire, redis_limit_key
-from controlplane.launcher import RedisServer
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.close()
 
 
 def test_a_live_limit_counts_what_the_old_limit_let_through_in_the_window(redis_url: str) -> None:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from controlplane.launcher import RedisServer
 from controlplane.shared_reports import ReportFollower, ReportStream
 from controlplane.state import LiveState
 from protocol import Report, limit_key
@@ -15,15 +13,6 @@ from protocol import Report, limit_key
 from .conftest import report, usage
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.close()
 
 
 def replica(url: str, name: str) -> tuple[LiveState, ReportStream, ReportFollower]:
