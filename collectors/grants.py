@@ -18,9 +18,11 @@ producer goes away):
 - a pool whose producers are gone (the task ended: its producers were garbage collected) or that for ``IDLE_S``
   admitted nothing and had none of its producers waiting (on it or on another level) gives its unspent tokens back
   at once, so the worker that gets the next task finds them.
-A steadily sending participant asks about four times a second per limit; a task's first send waits one round
-trip; the gap between two micro-batches is caught up, because the window counts grants, not time. Each ask says
-what the pool holds and what it spent since the last, and when (``collectors.spends``): the control plane counts
+A participant sending steadily below a limit asks about four to six times a second for it; while the limit binds,
+each answer is a few tokens of its fair rate and it asks again when the control plane's retry lets it (two to four
+workers on one limit: 32-43 asks a second each, measured); a task's first send waits one round trip; the gap
+between two micro-batches is caught up, because the window counts grants, not time. Each ask says what the pool
+holds and what it spent since the last, and when (``collectors.spends``): the control plane counts
 tokens when they are spent too (``limiter.spent``). A pool that spends what it holds without needing more says so
 at least every ``SPENDS_EVERY_S`` all the same (an ask for a token): its grant may have left the window long before
 its spends.
