@@ -183,7 +183,7 @@ def combined(runs: list[dict[str, float]]) -> dict[str, float]:
     if len(runs) == 1:
         return runs[0]
     out: dict[str, float] = {}
-    for key in runs[0]:
+    for key in dict.fromkeys(k for r in runs for k in r):   # (a figure some runs lack: over those that have it)
         values = [r[key] for r in runs if key in r]
         out[key] = max(values) if key in WORST_OF else statistics.median(values)
     out["runs"] = len(runs)
