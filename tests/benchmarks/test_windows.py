@@ -44,7 +44,8 @@ def test_a_burst_straddling_two_fixed_seconds_is_caught_by_a_window_starting_at_
 def test_a_stall_and_the_under_use_it_causes() -> None:
     events = steady(1000, 0, 5) + steady(1000, 8, 10)
     assert longest_gap_s(events, 0, 10) == pytest.approx(3.1)
-    assert mean_ratio(events, 1000, 0, 10) == pytest.approx(0.7)
+    # (the mean is over spans of 9 s placed anywhere in the 10: each holds 6,000 of the 9,000 it could)
+    assert mean_ratio(events, 1000, 0, 10) == pytest.approx(6 / 9)
 
 
 def test_hold_time_after_a_cut() -> None:
@@ -104,7 +105,7 @@ def test_spark_pauses_are_the_stretches_no_task_covers_and_a_mean_can_leave_them
     assert pauses(spans, 0.0, 12.0) == [(6.0, 8.5)]
     assert pauses(spans, 0.0, 14.0) == [(6.0, 8.5), (12.0, 14.0)]
     events = steady(1000, 0, 6) + steady(1000, 8.5, 12)
-    assert mean_ratio(events, 1000, 2.0, 12.0) == pytest.approx(0.75)
+    assert mean_ratio(events, 1000, 2.0, 12.0) == pytest.approx(6.5 / 9)   # (spans of 9 s: 6,500 rows each)
     assert mean_ratio(events, 1000, 2.0, 12.0, less=pauses(spans, 2.0, 12.0)) == pytest.approx(1.0)
 
 
@@ -144,3 +145,20 @@ def test_requests_per_participant_are_counted_between_each_workers_first_and_las
     (tmp_path / "13.requests").write_text("11.0 7\n")                                          # one task: no rate
     assert requests_per_s(tmp_path, 10.0, 20.0) == pytest.approx(100 / 6)
     assert requests_per_s(tmp_path, 20.0, 25.0) is None
+
+
+def test_a_mean_does_not_hang_on_where_the_span_ends_in_a_limiters_pattern() -> None:
+    # a moving window's best under one of Spark's gaps: 1,000/s paced, nothing sent in 4.8..5.2, then the 400 that
+    # came free at once and the pace again -- and so every second after (the window is spent 0.4 s before each
+    # catch-up slides out). No 1-s window holds more than the limit
+    events = [(i / 100, 10) for i in range(480)]
+    for k in range(5):
+        events += [(5.2 + k, 400)] + [(5.21 + k + i / 100, 10) for i in range(59)]
+    events.sort()
+    assert worst_window_ratio(events, 1000, 0, 9) == pytest.approx(1.0)
+    ends = (5.0, 5.5, 6.0, 9.5, 10.0)
+    plain = [sum(n for t, n in events if t < end) / (1000 * end) for end in ends]
+    assert max(plain) - min(plain) > 0.03      # 0.96 to 0.998: the rows of [0, end) hang on where it ends
+    means = [mean_ratio(events, 1000, 0, end) for end in ends]
+    assert max(means) - min(means) < 0.015
+    assert min(means) > 0.98
