@@ -23,12 +23,13 @@ these hold:
   the same larger share; spare is split in ``n + 1`` parts, one kept free for a newcomer) and holds ``burst_s`` of
   it -- so grants flow smoothly at the fair rates, which add up to the limit, and a gap is caught up by at most
   ``burst_s``; a holder that gave back and asks again within a window (its next task, after Spark's 0.2-0.9 s
-  between two micro-batches) holds up to a window of it, so that gap is caught up whole. It does not refill
-  while the window is spent, or what the window held back would come out as a burst when it slides, and echo
-  every window: steady holders whose shares move (70/30 -> 50/50) would swing around them for as long as the
-  echo lasts. (A window spent for less than ``SHORT_SPENT_S`` of it is not
-  oversubscribed: holders asking at their fair rates fill it exactly, and the grant a window ago slides out a
-  little after an ask now and then; pausing for that would lose the refill of every such moment.)
+  between two micro-batches) holds up to a window of it, so that gap is caught up whole (and keeps it through the
+  asks it takes to draw it, a chunk each). It does not refill while the window is spent, or what the window held
+  back would come out as a burst when it slides, and echo every window: steady holders whose shares move
+  (70/30 -> 50/50) would swing around them for as long as the echo lasts. (A window spent for less than
+  ``SHORT_SPENT_S`` of it is not oversubscribed: holders asking at their fair rates fill it exactly, and the grant
+  a window ago slides out a little after an ask now and then; pausing for that would lose the refill of every
+  such moment.)
   Except a holder back from a gap of ``RETURN_GAP_S`` or more within ``RETURNING_WINDOWS`` windows that spent some
   of its grants before the gap (a micro-batch worker; not a batch job's, back from one short task to the next at
   once, nor a participant that asked ahead of any work and gave it all back -- steady from then on, three such
