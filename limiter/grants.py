@@ -266,10 +266,11 @@ class GrantWindow:
         if held is None:
             own = 0.0 if learning_cap is not None else fair_per_s * self.burst_s
         else:
+            returned = holder in self._returned
             # (a micro-batch worker's refill goes on: the pause its catch-up left must echo to Spark's next gap)
-            since = held[1] if holder in self._returned else max(held[1], self._spent_until)
+            since = held[1] if returned else max(held[1], self._spent_until)
             own = min(own_most, held[0] + max(0.0, now_s - since) * fair_per_s)
-            if holder in self._returned:
+            if returned:
                 # a micro-batch worker keeps the catch-up its return allowed (up to a window) through the asks it
                 # takes to draw it, a chunk each: cut to burst_s after the first, it ended early, the micro-batch's
                 # last rows waited for the window to slide, and Spark's next gap came on top of that wait
