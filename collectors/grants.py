@@ -20,7 +20,7 @@ producer goes away):
   at once, so the worker that gets the next task finds them.
 A participant sending steadily below a limit asks about four to six times a second for it; while the limit binds,
 each answer is a few tokens of its fair rate and it asks again when the control plane's retry lets it (two to four
-workers on one limit: 32-43 asks a second each, measured); a task's first send waits one round trip; the gap
+workers on one limit: 21-38 asks a second each, measured); a task's first send waits one round trip; the gap
 between two micro-batches is caught up, because the window counts grants, not time. Each ask says what the pool
 holds and what it spent since the last, and when (``collectors.spends``): the control plane counts
 tokens when they are spent too (``limiter.spent``). A pool that spends what it holds without needing more says so

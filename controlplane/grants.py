@@ -15,8 +15,8 @@ Pulsar's, ``limit * chunk_s`` times the asker's fraction of what was granted in 
 gets a quarter-second's worth of its fair share per ask, so a participant sending steadily below the limit asks
 about 4-6 times a second; while the limit binds, an answer short of the ask says to come back after
 ``max(RETRY_MIN_S, askers / MAX_ASKS_PER_S)``, and the limit's asks stay near ``MAX_ASKS_PER_S`` however many
-participants share it (measured on Spark: 32-43 grant requests a second for each of two to four workers while the
-limit binds, 5.6-5.7 at 60 % of it).
+participants share it (measured on Spark: 21-38 grant requests a second for each of two to four workers while the
+limit binds, 5.2-5.7 at 60 % of it).
 
 ``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
 the participants that asked in the last five windows and did not say goodbye (``GrantWindow.holders``: a

@@ -16,9 +16,10 @@ same rules (a report older than 2 intervals, or not above the last ``seq``, is i
 too. The stream is the log, Redis holds it; no replica sends anything to another.
 
 Costs and limits, stated: every replica parses every report (a foreign one once, skipped unparsed when its
-``seq`` is not news), so report CPU does not spread over replicas -- grants, four to six asks a second per shared limit
-while a participant sends below it (up to ``MAX_ASKS_PER_S`` over all its participants while it binds), do. A replica that starts (or a Redis that restarts) sees each participant from its
-next report on; history before that is not brought back. A suppressed entry (``usage_unchanged``) whose first
+``seq`` is not news), so report CPU does not spread over replicas -- grants, four to six asks a second per
+shared limit while a participant sends below it (up to ``MAX_ASKS_PER_S`` over all its participants while it
+binds), do. A replica that starts (or a Redis that restarts) sees each participant from its next report on;
+history before that is not brought back. A suppressed entry (``usage_unchanged``) whose first
 full report a replica missed stays out of that replica's views until the participant sends it in full.
 """
 
