@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run run-observability run-replicated test bench lint java venv clean
+.PHONY: run run-observability run-replicated test bench screenshots lint java venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks --write-readme
+
+# the README's pictures of the dashboard: the browser tests, saving each page to docs/screenshots/
+screenshots: $(STAMP)
+	@bash scripts/system-deps.sh
+	THROTTLESCOPE_SCREENSHOTS=1 $(PY) -m pytest tests/dashboard/test_browser.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
