@@ -1,8 +1,9 @@
 """End to end in headless Chromium (Debian's, driven by Playwright): every page renders live data (with
-``THROTTLESCOPE_SCREENSHOTS=1``, as ``make screenshots`` sets it, each is saved to docs/screenshots/), and a topic's publish limit changed on the Limits page (single-user mode) shows up in
-the audit log and is applied by a running participant. Then a dashboard for a team (token sign-in): a tenant
-admin of acme signs in, changes an acme namespace's rate (applied, audited under its name) and finds globex's
-editors read-only; a viewer can change nothing."""
+``THROTTLESCOPE_SCREENSHOTS=1``, as ``make screenshots`` sets it, each is saved to docs/screenshots/), and a topic's
+publish limit changed on the Limits page (single-user mode) shows up in the audit log and is applied by a running
+participant. Then a dashboard for a team (token sign-in): a tenant admin of acme signs in, changes an acme
+namespace's rate (applied, audited under its name) and finds globex's editors read-only; a viewer can change
+nothing."""
 
 from __future__ import annotations
 
