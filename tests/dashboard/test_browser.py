@@ -100,9 +100,11 @@ def _open(context, url: str, title: str):  # type: ignore[no-untyped-def]
     return page
 
 
-def _shoot(page, name: str) -> None:  # type: ignore[no-untyped-def]
+def _shoot(page, name: str, settle_ms: int = 0) -> None:  # type: ignore[no-untyped-def]
+    """Save ``page`` as docs/screenshots/``name``.png (with ``SHOOT`` only), ``settle_ms`` after it drew."""
     if not SHOOT:
         return
+    page.wait_for_timeout(settle_ms)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.mouse.move(2, 2)           # no hover toolbar in the picture
     page.wait_for_timeout(1500)     # let plotly finish drawing
@@ -126,9 +128,8 @@ def test_every_page_renders_live_data(browser) -> None:  # type: ignore[no-untyp
             page.get_by_text(re.compile(r"^\d+ s ago$")).first.wait_for()
             page.get_by_role("heading", name="Shared limits").wait_for(timeout=20000)
             page.get_by_text(re.compile(r": usage vs share$")).first.wait_for(timeout=20000)
-        if path == "offload" and SHOOT:
-            page.wait_for_timeout(8000)     # the offload chart samples at each refresh: a picture with a curve
-        _shoot(page, path)
+        # (the offload chart samples at each refresh: its picture waits for a curve)
+        _shoot(page, path, settle_ms=8000 if path == "offload" else 0)
         page.close()
 
 
