@@ -1,0 +1,47 @@
+"""The benchmark's measure of how long ``ours`` waited for the limiter (``benchmarks.shared.kinds.slice_waits``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from benchmarks.shared.kinds import _Pacer, slice_waits
+
+
+class Batch:
+    def __init__(self, num_rows: int):
+        self.num_rows = num_rows
+
+
+def test_a_slice_waits_for_its_own_acquire_not_for_spark_taking_the_slices_before_it() -> None:
+    now = [100.0]
+    acquire_s = [0.0, 0.002, 0.0, 0.030]      # what each slice's acquire waits (two slices a batch)
+
+    def helper(batches: Iterator[Any]) -> Iterator[Any]:
+        waits = iter(acquire_s)
+        for batch in batches:
+            for _ in range(2):
+                now[0] += next(waits)
+                yield Batch(batch.num_rows // 2)
+
+    got = []
+    for sliced, waited_s in slice_waits(helper, iter([Batch(100), Batch(100)]), _Pacer(0), now_s=lambda: now[0]):
+        got.append((sliced.num_rows, round(waited_s, 6)))
+        now[0] += 0.5      # Spark takes the slice: not the limiter's time
+    assert got == [(50, 0.0), (50, 0.002), (50, 0.0), (50, 0.03)]
+
+
+def test_a_batchs_first_slice_waits_from_its_hand_over_not_through_the_pacers_sleep() -> None:
+    now = [100.0]
+
+    class Pacer(_Pacer):
+        def before(self, rows: int) -> None:
+            now[0] += 0.25    # the source's own pace: not the limiter's time
+
+    def helper(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            now[0] += 0.004
+            yield batch
+
+    waits = [round(w, 6) for _, w in slice_waits(helper, iter([Batch(10), Batch(10)]), Pacer(0), now_s=lambda: now[0])]
+    assert waits == [0.004, 0.004]
