@@ -80,24 +80,32 @@ def slice_waits(helper: Callable[[Iterator[Any]], Iterator[Any]], batches: Itera
                 now_s: Callable[[], float] = time.monotonic) -> Iterator[tuple[Any, float]]:
     """Each slice the helper (``throttle_arrow``'s function) passes on, with the seconds it waited for the limiter:
     from when the helper was asked for the slice, or from when the source handed it the batch the slice is cut
-    from (after the pacer's sleep), whichever is later. From the batch's hand-over alone, a batch's later slices
-    counted the time Spark took to take its earlier ones: at 60 % of a limit, in one run's sample, 0.89 s read
-    as throttle time where the slices had waited 0.32 s."""
+    from (after the pacer's sleep), whichever is later; the first slice also waits for what the helper does
+    before it takes its first batch (its producer, whose pools are filled there: a round trip at each task's
+    start). From the batch's hand-over alone, a batch's later slices counted the time Spark took to take its
+    earlier ones, and the task's start was not counted."""
     handed_s = [0.0]
+    setup_s = [0.0]
 
     def paced() -> Iterator[Any]:
+        setup_s[0] = now_s()    # the helper's first look at the source: its setup is done
         for b in batches:
             pacer.before(b.num_rows)
             handed_s[0] = now_s()
             yield b
 
     slices = helper(paced())
+    first = True
     while True:
         asked_s = now_s()
         b = next(slices, None)
         if b is None:
             return
-        yield b, now_s() - max(asked_s, handed_s[0])
+        waited_s = now_s() - max(asked_s, handed_s[0])
+        if first:
+            waited_s += max(0.0, setup_s[0] - asked_s)
+            first = False
+        yield b, waited_s
 
 
 def redis_limit_key(key: str) -> str:

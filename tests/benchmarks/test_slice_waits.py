@@ -45,3 +45,16 @@ def test_a_batchs_first_slice_waits_from_its_hand_over_not_through_the_pacers_sl
 
     waits = [round(w, 6) for _, w in slice_waits(helper, iter([Batch(10), Batch(10)]), Pacer(0), now_s=lambda: now[0])]
     assert waits == [0.004, 0.004]
+
+
+def test_the_first_slice_waits_for_the_helpers_setup_too() -> None:
+    now = [100.0]
+
+    def helper(batches: Iterator[Any]) -> Iterator[Any]:
+        now[0] += 0.006     # its producer: the pools filled for the task's first send (a round trip)
+        for batch in batches:
+            now[0] += 0.001
+            yield batch
+
+    waits = [round(w, 6) for _, w in slice_waits(helper, iter([Batch(10), Batch(10)]), _Pacer(0), now_s=lambda: now[0])]
+    assert waits == [0.007, 0.001]
