@@ -20,8 +20,9 @@ producer goes away):
   at once, so the worker that gets the next task finds them.
 A participant sending steadily below a limit asks about four to six times a second for it; while the limit binds,
 each answer is a few tokens of its fair rate and it asks again when the control plane's retry lets it (two to four
-workers on one limit: 21-38 asks a second each, measured); a task's first send waits one round trip; the gap
-between two micro-batches is caught up, because the window counts grants, not time. Each ask says what the pool
+workers on one limit: 21-38 asks a second each, measured); a task's first send waits for what is left of the round
+trip its producer started (``Participant.producer``); the gap between two micro-batches is caught up, because the
+window counts grants, not time. Each ask says what the pool
 holds and what it spent since the last, and when (``collectors.spends``): the control plane counts
 tokens when they are spent too (``limiter.spent``). A pool that spends what it holds without needing more says so
 at least every ``SPENDS_EVERY_S`` all the same (an ask for a token): its grant may have left the window long before
@@ -273,6 +274,11 @@ class GrantKeeper:
     def wake(self) -> None:
         self._wake.set()
 
+    @property
+    def running(self) -> bool:
+        """Whether its thread keeps the pools (else whoever drives ``run_once`` does)."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="throttlescope-grants", daemon=True)
@@ -300,7 +306,8 @@ class GrantKeeper:
 
     def run_once(self) -> int:
         """One look at every pool; sends the asks and returns due. Returns how many asks went out. Also called
-        by a new producer's thread, so that its first send finds its pools filled (one round trip)."""
+        by a new dispatcher's thread (or a producer's, when no keeper thread runs), so that its first read
+        finds its pools filled (one round trip)."""
         with self._lock:
             return self._round()
 
