@@ -22,11 +22,10 @@ A participant sending steadily below a limit asks about four to six times a seco
 each answer is a few tokens of its fair rate and it asks again when the control plane's retry lets it (two to four
 workers on one limit: 21-38 asks a second each, measured); a task's first send waits for what is left of the round
 trip its producer started (``Participant.producer``); the gap between two micro-batches is caught up, because the
-window counts grants, not time. Each ask says what the pool
-holds and what it spent since the last, and when (``collectors.spends``): the control plane counts
-tokens when they are spent too (``limiter.spent``). A pool that spends what it holds without needing more says so
-at least every ``SPENDS_EVERY_S`` all the same (an ask for a token): its grant may have left the window long before
-its spends.
+window counts grants, not time. Each ask says what the pool holds and what it spent since the last, and when
+(``collectors.spends``): the control plane counts tokens when they are spent too (``limiter.spent``). A pool that
+spends what it holds without needing more says so at least every ``SPENDS_EVERY_S`` all the same (an ask for a
+token): its grant may have left the window long before its spends.
 
 While the control plane cannot be reached (``unreachable``): a pool spends what it holds for ``OUTAGE_SWITCH_S``
 (by then every other participant's pool has run dry too), then the limiter runs at the ``safe`` rate the

@@ -243,3 +243,43 @@ def test_a_limit_set_just_before_a_job_holds_from_its_first_batch(clock: ManualC
     assert not producer.try_acquire(msgs=100)       # and no more
     p.producer("acme/web/new")                      # a second producer of the same topic: no round trip
     assert len(cp.reports) == rounds + 1
+
+
+class _Gated(InProcessControlPlane):
+    """Answers a grant ask only once ``gate`` is set (at most 10 s); ``asked`` is set when one arrives."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked, self.gate = threading.Event(), threading.Event()
+        self.gate_timed_out = False
+
+    def grant(self, request, timeout_s=None):
+        self.asked.set()
+        self.gate_timed_out |= not self.gate.wait(10)
+        return super().grant(request, timeout_s)
+
+
+def test_a_new_producer_does_not_wait_for_its_pools_and_its_first_send_holds_until_they_are_filled(
+        clock: ManualClock) -> None:
+    """A micro-batch task's producer: its pools are asked for on the keeper's thread while the task takes its first
+    batch, and the first send holds on the dry pool for the rest of that round trip (never overdrawing it)."""
+    topic = "acme/web/clicks"
+    cp = _Gated(policies(3, topics={topic: {"publishRate": {"publishThrottlingRateInMsg": 1000}}}), interval_s=1.0,
+                clock=clock.now_s)
+    p = make_participant(clock, cp, interval_s=1.0)
+    assert p.report_now()
+    p.grant_keeper.start()
+    try:
+        producer = p.producer(topic)                 # returns while the ask is out (on this thread it would wait)
+        assert cp.asked.wait(10) and not cp.gate.is_set()
+        assert not producer.try_acquire(msgs=10)     # its pool is dry: held, nothing charged
+        cp.gate.set()
+        p.grant_keeper.stop(timeout_s=10)            # its round ends: the grant is in the pool
+        assert not p.grant_keeper.running and not cp.gate_timed_out
+        clock.advance(0.001)                         # (the limiter's timers run on this clock) released:
+        assert producer.try_acquire(msgs=10)
+        held = p.limits.limiter(Level.TOPIC, topic).balance()[0]
+        assert held is not None and held >= 0       # spent from the grant, not overdrawn ahead of it
+        assert len(cp.grant_requests) >= 1
+    finally:
+        p.grant_keeper.stop()
