@@ -81,9 +81,9 @@ def slice_waits(helper: Callable[[Iterator[Any]], Iterator[Any]], batches: Itera
     """Each slice the helper (``throttle_arrow``'s function) passes on, with the seconds it waited for the limiter:
     from when the helper was asked for the slice, or from when the source handed it the batch the slice is cut
     from (after the pacer's sleep), whichever is later; the first slice also waits for what the helper does
-    before it takes its first batch (its producer, whose pools are filled there: a round trip at each task's
-    start). From the batch's hand-over alone, a batch's later slices counted the time Spark took to take its
-    earlier ones, and the task's start was not counted."""
+    before it takes its first batch (its producer: it waited there for its pools' first grant until 2026-11-27,
+    a round trip at each task's start; now it starts the ask there). From the batch's hand-over alone, a batch's
+    later slices counted the time Spark took to take its earlier ones, and the task's start was not counted."""
     handed_s = [0.0]
     setup_s = [0.0]
 

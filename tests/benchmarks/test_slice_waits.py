@@ -51,7 +51,7 @@ def test_the_first_slice_waits_for_the_helpers_setup_too() -> None:
     now = [100.0]
 
     def helper(batches: Iterator[Any]) -> Iterator[Any]:
-        now[0] += 0.006     # its producer: the pools filled for the task's first send (a round trip)
+        now[0] += 0.006     # its producer (a round trip, if it waits for its pools' first grant there)
         for batch in batches:
             now[0] += 0.001
             yield batch
