@@ -124,9 +124,10 @@ def principal_for(app: Any, role: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Drawn:
-    """Every operation's cases for each generation mode, the most any role sends; and the operations no negative
-    case exists for."""
+    """The API's operations; every operation's cases for each generation mode, the most any role sends; and the
+    operations no negative case exists for."""
 
+    operations: list[Any]
     cases: list[tuple[Any, GenerationMode, list[Any]]]
     impossible: list[str]
 
@@ -155,7 +156,7 @@ def drawn(tmp_path_factory: pytest.TempPathFactory) -> Drawn:
                 cases.append((op, mode, _draw(op, mode)))
             except Unsatisfiable:        # no way to violate an operation without parameters or body
                 impossible.append(f"{op.method.upper()} {op.path}")
-    return Drawn(cases, impossible)
+    return Drawn(operations, cases, impossible)
 
 
 def _draw(op: Any, mode: GenerationMode) -> list[Any]:
@@ -218,7 +219,7 @@ def test_fuzzing_the_openapi_finds_no_5xx_no_accepted_invalid_value_and_rejectio
     assert not failures, "\n\n".join(failures)
     accepted = sum(n for (mode, code), n in statuses.items() if code < 300)
     rejected = sum(n for (mode, code), n in statuses.items() if 400 <= code < 500)
-    print(f"\nFUZZ as {role}: {len({id(op) for op, _, _ in drawn.cases})} operations, {sum(statuses.values())} calls: {accepted} accepted, "
+    print(f"\nFUZZ as {role}: {len(drawn.operations)} operations, {sum(statuses.values())} calls: {accepted} accepted, "
           f"{rejected} rejected; by (mode, status): {sorted(statuses.items())}; "
           f"no negative case possible for {len(drawn.impossible)} operation(s)")
     changed = statuses["positive", 201] + statuses["positive", 204]
