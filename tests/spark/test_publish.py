@@ -74,13 +74,14 @@ def test_publish_multi_tenant_rates_fairness_and_exactly_once(spark, admin, brok
         assert window >= 2.5, f"{name}: measured over {window:.2f} s only"
         assert used_and_held(rate, limit), f"{name}: {rate:.1f} against a limit of {limit} ({measured})"
 
-    # fairness: producers throttled by the same level take turns in its FIFO queue (within 20 %: the two topics'
-    # producers are threads of two Python workers sharing two cores with the JVM, the sink and the control plane,
-    # and one starved of the GIL for a moment falls behind; 1183 vs 1371 seen once, a broken queue is 1:2 or worse)
+    # fairness: producers throttled by the same level take turns in its FIFO queue (within 30 % of their mean: the
+    # two topics' producers are threads of two Python workers sharing two cores with the JVM, the sink and the
+    # control plane, and one starved of the GIL for a moment falls behind. 10 runs here: both pairs 0.00-0.14 apart; in CI
+    # once 1,032 vs 1,333 (0.25); a broken queue is 1:2 or worse, 0.67)
     for a, b in (("acme/web/clicks", "acme/web/views"), ("globex/etl/orders", "globex/etl/payments")):
         ra = window_rate(sent[sent.topic == a], start)[0]
         rb = window_rate(sent[sent.topic == b], start)[0]
-        assert abs(ra - rb) <= 0.2 * (ra + rb) / 2, f"{a} {ra:.0f}/s vs {b} {rb:.0f}/s"
+        assert abs(ra - rb) <= 0.3 * (ra + rb) / 2, f"{a} {ra:.0f}/s vs {b} {rb:.0f}/s"
     limiters = summary["limiters"]
     for level in ("tenant:acme", "topic:acme/ops/logs", "resource_group:rg-etl", "topic:initech/data/blobs"):
         assert limiters[level]["throttled"] > 0, (level, limiters)
