@@ -76,8 +76,8 @@ def test_publish_multi_tenant_rates_fairness_and_exactly_once(spark, admin, brok
 
     # fairness: producers throttled by the same level take turns in its FIFO queue (within 30 % of their mean: the
     # two topics' producers are threads of two Python workers sharing two cores with the JVM, the sink and the
-    # control plane, and one starved of the GIL for a moment falls behind. 10 runs here: both pairs 0.00-0.14 apart; in CI
-    # once 1,032 vs 1,333 (0.25); a broken queue is 1:2 or worse, 0.67)
+    # control plane, and one starved of the GIL for a moment falls behind. 10 runs here: both pairs 0.00-0.14 apart;
+    # in CI once 1,032 vs 1,333 (0.25); a broken queue is 1:2 or worse, 0.67)
     for a, b in (("acme/web/clicks", "acme/web/views"), ("globex/etl/orders", "globex/etl/payments")):
         ra = window_rate(sent[sent.topic == a], start)[0]
         rb = window_rate(sent[sent.topic == b], start)[0]
