@@ -44,7 +44,8 @@ def test_an_adaptive_limit_finds_an_http_sinks_capacity_and_the_same_limit_witho
     seen = f"taken per second {taken}, refused {refused}"           # (whole: pytest would cut the lists short)
     # over the last 10 s, not 6: this sink's sawtooth and Spark's micro-batches swing a second from 200 to 740.
     # 24 runs here (the suite's control plane, report interval 0.25 s) took 0.60-0.91 of the sink over them,
-    # median 0.82; over the last 6 s 0.68-0.93, and a floor of 0.75 there failed 4 of them (the benchmark holds 0.9)
+    # median 0.82; over the last 6 s 0.68-0.93, and a floor of 0.75 there failed 4 of them. (The same machine's
+    # job without adaptation, flooding the sink, took 0.81 of it in the benchmark: Spark's pauses bound them all)
     last_t, last_r = sum(taken[-10:]), sum(refused[-10:])
     assert last_t >= 0.5 * 700 * 10, seen    # found: over half the capacity (tasks adapting alone take a quarter)
     assert last_r <= 0.05 * (last_t + last_r), seen                 # and few sends refused once found
