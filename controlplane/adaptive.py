@@ -5,9 +5,11 @@ fed by every participant's outcomes, and a short trace of it for the dashboard.
 participant since its last ask, and the slowest send it took -- slower than the policy's ``adaptiveSlowMs``, that
 is congestion too) and returns the messages capacity per period the grant window grants under now --
 the rate learnt, never above the configured limit (the ceiling) nor below the floor -- and what is left of a pause
-the sink asked for (Retry-After), which the grant book answers to every asker. A change of the configured ceiling
-or floor (an operator's) resets the rate to the ceiling at once. ``trace`` keeps one point a second (when anyone
-asks) for ``TRACE_S`` seconds: the rate learnt, the ceiling and the sink's answers.
+the sink asked for (Retry-After), which the grant book answers to every asker. The grant book also tells the rate
+when the last holder gave back and when one wants tokens again (``AdaptiveRate.idle`` and ``busy``, on the
+limit's ``rate``): the sink is not asked in between, and what it delivered is read over the rest. A change of the
+configured ceiling or floor (an operator's) resets the rate to the ceiling at once. ``trace`` keeps one point a
+second (when anyone asks) for ``TRACE_S`` seconds: the rate learnt, the ceiling and the sink's answers.
 """
 
 from __future__ import annotations

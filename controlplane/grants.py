@@ -101,7 +101,15 @@ class _Limit:
             return (rate.msgs if rate.msgs_limited else -1.0), 0.0
         if self.adaptive is None:
             self.adaptive = AdaptiveLimit(rate.msgs / rate.period_s, floor_per_s, now)
+        if ask.wants_msgs > 0:
+            self.adaptive.rate.busy(now)   # (a sender back after every one had stopped)
         return self.adaptive.learn(rate, floor_per_s, limit.adaptive_slow_s, ask, now)
+
+    def answered(self, now: float) -> None:
+        """After an ask's answer: if no holder asks any more (the last gave back: Spark's pause between two
+        micro-batches), an adaptive limit's sink is not asked until one does, and its reading leaves that out."""
+        if self.adaptive is not None and self.msgs.askers(now) == 0:
+            self.adaptive.rate.idle(now)
 
 
 class GrantBook:
@@ -190,6 +198,7 @@ class GrantBook:
                  proportional, leaving)
         b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
                  "bytes", now, learning, proportional, leaving)
+        windows.answered(now)
         return Grant(level=ask.level, name=ask.name, direction=ask.direction,
                      msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
                      bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],

@@ -17,7 +17,8 @@ known), ``Outcome.THROTTLED`` (the sink said "too many", with its ``Retry-After`
 is congestion too: a database's latency climbs before it refuses anything.
 
 - **decrease, once per congestion event:** the first congestion signal reads what the sink delivered a second
-  over the last epoch (while it was asked: every Retry-After pause in it is left out) -- the sink's capacity as
+  over the last epoch (while it was asked: every Retry-After pause in it is left out, and every span in which
+  no sender sent -- ``idle`` to ``busy``, Spark's pause between two micro-batches) -- the sink's capacity as
   of now, ``reading`` -- and sets the rate to that less ``margin``, no higher than ``cut`` times the rate and no
   lower than ``max_cut`` times it; it holds for ``epoch_s`` (the 429s that follow within it answer sends made at
   the old rate, every worker's in flight, and are the same event). What that epoch delivered is read too: the
@@ -133,6 +134,16 @@ def _fraction(name: str, value: float) -> float:
     return float(value)
 
 
+def _covered_s(spans: list[list[float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` within any of ``spans`` (``[from, until]`` each; they may overlap)."""
+    covered, reach = 0.0, start
+    for began, until in sorted(spans):
+        began, until = max(began, reach), min(until, end)
+        if until > began:
+            covered, reach = covered + until - began, until
+    return covered
+
+
 class AdaptiveRate:
     """One adaptive limit (see the module essay). Thread-safe."""
 
@@ -168,6 +179,8 @@ class AdaptiveRate:
         self._hold_until = -math.inf    # no decrease before then (the last event's signals still arrive)
         self._paused_until = -math.inf
         self._pauses: list[list[float]] = []   # [from, until] of the pauses of the last two epochs or so
+        self._idle: list[list[float]] = []     # [from, until] of the spans no sender sent (``idle``/``busy``)
+        self._idle_since: float | None = None  # every sender stopped then, and none has come back yet
         self._delivered = 0.0           # OK outcomes (weights) in the current epoch
         self._last_epoch = (0.0, 0.0)   # (delivered, seconds) of the epoch before
         self._congested = False         # a congestion signal in the current epoch
@@ -185,7 +198,8 @@ class AdaptiveRate:
         rate = float(state.get("_rate", state.get("ceiling_per_s", 0.0)))  # type: ignore[arg-type]
         self.__dict__.update({"cut_again": CUT_AGAIN, "probe": PROBE, "_read_per_s": 0.0, "_reading": rate,
                               "_base": rate, "_grown_s": 0.0, "_curve_probe": PROBE, "_curve_scale": rate,
-                              "_held_epoch": False, "_last_pause_s": 0.0, "_pauses": []})
+                              "_held_epoch": False, "_last_pause_s": 0.0, "_pauses": [], "_idle": [],
+                              "_idle_since": None})
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -241,6 +255,23 @@ class AdaptiveRate:
                         self._pauses[-1][1] = until
                     self._paused_until, self.changed_by = until, "retry-after"
 
+    def idle(self, now_s: float) -> None:
+        """Every sender of the limit stopped at ``now_s`` (its tasks ended: Spark's pause between two micro-batches):
+        until ``busy``, the sink is not asked, and what it delivered is read over the time it was."""
+        now = float(finite("now_s", now_s, unit="seconds"))
+        with self._lock:
+            if self._idle_since is None:
+                self._idle_since = now
+
+    def busy(self, now_s: float) -> None:
+        """A sender of the limit is back at ``now_s`` (after ``idle``)."""
+        now = float(finite("now_s", now_s, unit="seconds"))
+        with self._lock:
+            since, self._idle_since = self._idle_since, None
+            if since is not None and now > since:
+                self._idle.append([since, now])
+                del self._idle[:-MAX_PAUSES_KEPT]
+
     # --- what the senders are held to -----------------------------------------------------------------------
 
     def rate_per_s(self, now_s: float) -> float:
@@ -277,7 +308,9 @@ class AdaptiveRate:
         """What the sink delivered a second over the last epoch and this one, while it was asked: a pause
         (Retry-After) in them is left out -- the sink was not asked then. Counting it, a sink of 700/s that
         refused again soon after a pause read as 230-450/s, and the rate was cut to a half or two thirds of its
-        capacity. None if that leaves less than half an epoch: what the sink took then is mostly its own burst,
+        capacity. So is a span in which no sender sent (``idle``): a stream's first sends after Spark's pause
+        between two micro-batches meet a sink whose bucket refilled only part of that pause, and the refusal read
+        the pause as a sink that took less. None if that leaves less than half an epoch: what the sink took then is mostly its own burst,
         refilled while it was not asked, or the answers of sends made before the pause, and over a few tenths of
         a second either reads as far more than it takes."""
         delivered, seconds = self._last_epoch
@@ -285,7 +318,9 @@ class AdaptiveRate:
         # every pause in them (a sink that says its exact wait pauses the senders many times a second while it
         # refuses: counting only the last, a sink shrunk to 400/s read as 255)
         self._pauses = [p for p in self._pauses if p[1] > start]
-        paused = sum(max(0.0, min(now, until) - max(start, began)) for began, until in self._pauses)
+        self._idle = [p for p in self._idle if p[1] > start]
+        idle_now = [[self._idle_since, now]] if self._idle_since is not None else []
+        paused = _covered_s(self._pauses + self._idle + idle_now, start, now)
         asked_s = now - start - paused
         if asked_s < 0.5 * self.epoch_s:
             return None

@@ -289,3 +289,25 @@ def test_switching_a_limit_to_adaptive_live_keeps_what_its_window_granted() -> N
     after = book.shares({}, switched)["topic:publish:t/ns/x"]
     assert after["msgs"]["granted"] == pytest.approx(before + got)       # the window's grants still count
     assert after["adaptive"] is not None and got == pytest.approx(20)   # smooth now: 0.1 s of a fair 200 (5 ask)
+
+
+def test_an_adaptive_limit_reads_its_sink_over_the_time_a_sender_asked_not_over_sparks_pauses() -> None:
+    """Every holder gave back (a micro-batch ended) and one asks again 0.4 s later (the next one): the sink was
+    not asked in between, and a refusal soon after reads it over the time it was."""
+    clock = ManualClock()
+    book, ps = GrantBook(0.25, clock=clock.now_s), adaptive_policies(1000)
+    book.answer("a", topic_ask(100), ps)
+    for _ in range(2):
+        clock.advance(0.2)
+        book.answer("a", topic_ask(100, ok=140), ps)                                   # 700/s
+    clock.advance(0.2)
+    leave = GrantAsk(level="topic", name="t/ns/x", direction="publish", returns_msgs=10,
+                     outcomes=Outcomes(ok=140))
+    book.answer("a", [leave], ps)                                                       # the task ended
+    clock.advance(0.4)                                                                  # Spark's pause
+    book.answer("a", topic_ask(100), ps)
+    clock.advance(0.3)
+    book.answer("a", topic_ask(100, ok=210, throttled=20), ps)
+    # 630 delivered in the 0.9 s the sink was asked: 700/s, and the cut to 0.93 x 700 (over all 1.3 s, 485/s and
+    # a cut to 500)
+    assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(651)

@@ -229,6 +229,24 @@ def test_a_pause_is_left_out_of_what_the_sink_delivered(clock: Clock) -> None:
     assert a.rate_per_s() == pytest.approx(651, rel=0.01)
 
 
+@pytest.mark.parametrize("told", [True, False])
+def test_a_span_no_sender_sent_is_left_out_of_what_the_sink_delivered(clock: Clock, told: bool) -> None:
+    """Every sender stopped for 0.4 s (Spark's pause between two micro-batches; the grant book says so with
+    ``idle`` and ``busy``): the sink was not asked then, as in a Retry-After pause."""
+    a = rate(1000, clock)
+    deliver(a, clock, 700, 0.6)
+    if told:
+        a.a.idle(clock.t)
+        a.a.idle(clock.t + 0.2)                        # (told again: the span still starts at the first)
+    clock.advance(0.4)
+    if told:
+        a.a.busy(clock.t)
+    deliver(a, clock, 700, 0.3)
+    a.observe(Outcome.THROTTLED)
+    # told: 630 in the 0.9 s the sink was asked, 700/s, and the cut to 0.93 x 700; not told: 630 in 1.3 s (485/s)
+    assert a.rate_per_s() == pytest.approx(651 if told else 500, rel=0.01)
+
+
 def test_the_operators_change_wins_at_once(clock: Clock) -> None:
     a = rate(2000, clock)
     deliver(a, clock, 700, 1.0)
