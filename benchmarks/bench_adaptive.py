@@ -87,8 +87,8 @@ def figures(answers: list[tuple[float, int, bool]], t0: float, phases: tuple[tup
     return out
 
 
-def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], retry_after_ms: bool = False
-              ) -> dict[str, float]:
+def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], retry_after_ms: bool = False,
+              rows_per_batch: int = int(CEILING)) -> dict[str, float]:
     bench.runs += 1
     topic = f"ad{bench.runs}/ns/api"
     bench._ok(bench.admin.post(f"/admin/v2/persistent/{topic}/publishRate", json={
@@ -106,7 +106,7 @@ def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], re
 
         total = sum(length for _, length in phases)
         fn = sender_fn(kind, topic, sink.url, ceiling_per_s=CEILING, tasks=2, key=f"alone{bench.runs}")
-        jobs.stream(bench.spark, fn, 2, int(CEILING), total, change)
+        jobs.stream(bench.spark, fn, 2, rows_per_batch, total, change)
         return figures(list(sink.answers), started["t0"], phases)
     finally:
         sink.close()
@@ -155,8 +155,8 @@ def rows_for(results: dict[str, dict[str, float]], phases: tuple[tuple[float, fl
     return out
 
 
-def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, sinks: tuple[str, ...] = tuple(SINKS)
-        ) -> list[dict[str, Any]]:
+def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, sinks: tuple[str, ...] = tuple(SINKS),
+        rows_per_batch: int = int(CEILING)) -> list[dict[str, Any]]:
     if shutil.which("java") is None:
         return [row(SECTION, "skipped: Java not found", float("nan"), "", "", None)]
     from .bench_shared import Bench
@@ -173,7 +173,7 @@ def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, sinks: tuple[str, .
                 for kind in kinds:
                     if kind == "none" and SINKS[sink]:
                         continue   # (it pauses for neither header: the same run as on the first sink)
-                    results[kind] = _run_kind(bench, kind, phases, SINKS[sink])
+                    results[kind] = _run_kind(bench, kind, phases, SINKS[sink], rows_per_batch)
                     print(f"  adaptive [{sink}] [{kind}]: {results[kind]}", file=sys.stderr, flush=True)
                 out += rows_for(results, phases, sink)
         finally:
@@ -189,6 +189,8 @@ if __name__ == "__main__":
     parser.add_argument("--kind", action="append", choices=KINDS)
     parser.add_argument("--sink", action="append", choices=tuple(SINKS),
                         help="the sink's answers: Retry-After only (whole seconds), or retry-after-ms too")
+    parser.add_argument("--rows-per-batch", type=int, default=int(CEILING),
+                        help="rows in each micro-batch of the stream (default: %(default)s, a second of the ceiling)")
     args = parser.parse_args()
-    for r in run(args.quick, tuple(args.kind or KINDS), tuple(args.sink or SINKS)):
+    for r in run(args.quick, tuple(args.kind or KINDS), tuple(args.sink or SINKS), args.rows_per_batch):
         print(r)
