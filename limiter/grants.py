@@ -134,7 +134,8 @@ class GrantWindow:
             raise ValueError(f"burst_s must be a number of seconds > 0 and <= window_s, got {burst_s!r}")
         self.window_s, self.burst_s = float(window_s), float(burst_s)
         # a holder back from a gap catches it up (see ``grant``); off for a sink that refuses bursts (an adaptive
-        # limit: the catch-up of a micro-batch's first asks came to the sink at once, and it refused them)
+        # limit: the catch-up of a micro-batch's first asks came to the sink at once, and it refused them), and
+        # such a holder is paced from its return instead
         self.catch_up = bool(catch_up)
         self._spent_until = -math.inf            # the window is spent until then
         self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
@@ -281,6 +282,11 @@ class GrantWindow:
                 # away for: a batch job's worker is back from one short task to the next within milliseconds, and
                 # a full bucket for each task let 64 short tasks spend 1.3x the limit in a second
                 own = max(own, fair_per_s * min(self.burst_s, now_s - away_since))
+            elif away_since is not None and not self.catch_up:
+                # back, and no catch-up (a sink that refuses bursts): paced from now, nothing refilled while away.
+                # The sink refilled its own burst while no one sent, but only that, and it was spent when the gap
+                # began; every holder's refill on top came to it at once (measured: about a refusal a micro-batch)
+                own = min(own, held[0])
         # (a sole spender's debt is repaid beyond the spends' bound: it pays for a spend already counted)
         spent_room = capacity * (1 + HELD_SLACK) - self._spent.counted(now_s) + self._spent.excusable(holder, now_s)
         amount = min(wants, own, capacity - self._total, spent_room, _amount("fair_chunk", fair_chunk))

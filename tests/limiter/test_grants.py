@@ -112,6 +112,22 @@ def test_learning_cap_gives_a_holder_back_from_a_gap_no_catch_up() -> None:
     assert w.grant("A", 1000, 1000, 0.3, fair_chunk=1000, rate_per_s=500) >= 0.5 * 500
 
 
+def test_without_catch_up_a_holder_back_from_a_gap_is_paced_from_its_return() -> None:
+    # an adaptive limit's window (a sink that refuses bursts): back from a 0.4-s gap, nothing refilled while away
+    w = GrantWindow(1.0, 0.1, catch_up=False)
+    assert w.grant("A", 1000, 1000, 0.0, fair_chunk=1000) == pytest.approx(100)    # a newcomer: 0.1 s of it
+    assert w.grant("A", 1000, 1000, 0.5, fair_chunk=1000) == pytest.approx(100)
+    w.give_back("A", 0.0, 0.55)
+    assert w.grant("A", 1000, 1000, 0.95, fair_chunk=1000) == 0
+    assert w.grant("A", 1000, 1000, 0.97, fair_chunk=1000) == pytest.approx(20)     # 0.02 s of 1,000/s
+    # with catch-up (the default), the same return starts on a full bucket
+    w = GrantWindow(1.0, 0.1)
+    w.grant("A", 1000, 1000, 0.0, fair_chunk=1000)
+    w.grant("A", 1000, 1000, 0.5, fair_chunk=1000)
+    w.give_back("A", 0.0, 0.55)
+    assert w.grant("A", 1000, 1000, 0.95, fair_chunk=1000) >= 100
+
+
 def test_askers_count_the_holders_of_the_last_window() -> None:
     w = GrantWindow(1.0)
     w.grant("A", 1, 10, 0.0, fair_chunk=1)
