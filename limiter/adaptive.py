@@ -256,8 +256,9 @@ class AdaptiveRate:
                     self._paused_until, self.changed_by = until, "retry-after"
 
     def idle(self, now_s: float) -> None:
-        """Every sender of the limit stopped at ``now_s`` (its tasks ended: Spark's pause between two micro-batches):
-        until ``busy``, the sink is not asked, and what it delivered is read over the time it was."""
+        """Every sender of the limit stopped at ``now_s`` (its tasks ended: Spark's pause between two
+        micro-batches): until ``busy``, the sink is not asked, and what it delivered is read over the time it
+        was."""
         now = float(finite("now_s", now_s, unit="seconds"))
         with self._lock:
             if self._idle_since is None:
@@ -310,9 +311,9 @@ class AdaptiveRate:
         refused again soon after a pause read as 230-450/s, and the rate was cut to a half or two thirds of its
         capacity. So is a span in which no sender sent (``idle``): a stream's first sends after Spark's pause
         between two micro-batches meet a sink whose bucket refilled only part of that pause, and the refusal read
-        the pause as a sink that took less. None if that leaves less than half an epoch: what the sink took then is mostly its own burst,
-        refilled while it was not asked, or the answers of sends made before the pause, and over a few tenths of
-        a second either reads as far more than it takes."""
+        the pause as a sink that took less. None if that leaves less than half an epoch: what the sink took then
+        is mostly its own burst, refilled while it was not asked, or the answers of sends made before the pause,
+        and over a few tenths of a second either reads as far more than it takes."""
         delivered, seconds = self._last_epoch
         start = self._epoch_at - seconds
         # every pause in them (a sink that says its exact wait pauses the senders many times a second while it
