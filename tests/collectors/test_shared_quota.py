@@ -169,7 +169,7 @@ def test_control_plane_killed_then_restarted(cp, run_factory) -> None:
     run = run_factory(cp)
     run.env["THROTTLESCOPE_BACKOFF_MAX_S"] = "1.0"   # retry at least every second while it is down
     for i in range(2):
-        run.add(f"acme/down/t{i}", [[0, 700]], 11.5, watch=["resource_group", "rg-down"])
+        run.add(f"acme/down/t{i}", [[0, 700]], 13.5, watch=["resource_group", "rg-down"])
     ids = {run.head(i)["participant_id"] for i in range(2)}
     run.sleep_until(2.0)
     killed_at = time.time()
@@ -190,7 +190,7 @@ def test_control_plane_killed_then_restarted(cp, run_factory) -> None:
     assert rejoined is not None, "participants did not rejoin the restarted control plane"
     assert rejoined - restarted_at <= 1.0 + 3 * INTERVAL_S   # the backoff cap, plus a round or two
     joins = rejoined + 1.5
-    run.add("acme/down/new", [[0, 700]], 5.0, watch=["resource_group", "rg-down"], start_at=joins)
+    run.add("acme/down/new", [[0, 700]], 6.0, watch=["resource_group", "rg-down"], start_at=joins)
     samples = run.wait()
     old = samples[:2]
     # fail-static: the pools are spent, then each runs at the safe rate the control plane last answered (the
@@ -208,8 +208,13 @@ def test_control_plane_killed_then_restarted(cp, run_factory) -> None:
     # a newcomer gets its share once the control plane has re-learned, and the limit is used again
     end = min(s.rows[-1]["t"] for s in samples) - 0.1
     settled = max(joins, restarted_at + learning_s_for(INTERVAL_S)) + 2 * INTERVAL_S
-    assert end > settled + 0.5
+    assert end >= settled + 2 * WINDOW_S, "too little of the run left after re-learning (a slow restart)"
     assert samples[2].rate_between(settled, end) >= 0.2 * LIMIT
-    assert 0.9 * LIMIT <= aggregate(samples, settled, end) <= 1.05 * LIMIT
+    # held in every window, and used over the whole span (the mean over a span that is not a whole number of
+    # windows bounds no window, nor is bounded by them: over 1.5 s, after a slow restart in CI, it read 1.105x)
+    why = _trace(samples, settled - 0.5, end)
+    for a, b in _windows(settled, end):
+        assert aggregate(samples, a, b) <= 1.05 * LIMIT, why
+    assert aggregate(samples, settled, end) >= 0.9 * LIMIT, why
     for i in range(2):   # one warning for the whole outage, not one per attempt
         assert run.stderr(i).count("unreachable") == 1, run.stderr(i)
