@@ -1,10 +1,13 @@
-"""``python -m benchmarks [--quick] [--only NAME ...] [--write-readme]``: run every ``benchmarks/bench_*.py``.
+"""``python -m benchmarks [--quick] [--only NAME ... [--keep-others]] [--write-readme]``: run every
+``benchmarks/bench_*.py``.
 
 Each module exposes ``run(quick: bool = False) -> list[dict]`` (a module whose ``run`` takes no ``quick``, or
 that has only ``main()``, is called through what it has). The rows are printed as a table, saved as JSON
 (``benchmarks/results.json``) and, with ``--write-readme``, written into README.md between the lines
-``<!-- bench:start -->`` and ``<!-- bench:end -->``. A module that fails becomes a failed row; the others still
-run, and the exit status is 1. Missed goals are reported, not treated as failures.
+``<!-- bench:start -->`` and ``<!-- bench:end -->``. A partial run (``--only``) writes it only with
+``--keep-others``, which merges its rows into the table (``benchmarks/table.py``); without, it refuses before
+measuring (its few rows would replace the whole table). A module that fails becomes a failed row; the others
+still run, and the exit status is 1. Missed goals are reported, not treated as failures.
 """
 
 from __future__ import annotations
@@ -137,6 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"no benchmark module named {', '.join(unknown)}; there are: {', '.join(names)}", file=sys.stderr)
             return 2
         names = [n for n in names if n in wanted]
+        if args.write_readme and not args.keep_others:   # (the other modules' rows would be lost from the table)
+            print("--only with --write-readme would replace the README's whole table with these modules' rows: "
+                  "add --keep-others to merge them into it, or leave out --only to run every module",
+                  file=sys.stderr)
+            return 2
     if args.write_readme:  # say so before spending minutes measuring
         try:
             replace_between_markers(args.readme.read_text(encoding="utf-8"), "")

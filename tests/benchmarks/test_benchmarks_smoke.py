@@ -147,11 +147,25 @@ def test_runner_write_readme_without_markers_exits_nonzero(tmp_path: Path) -> No
 
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")
-    code = runner.main(["--only", "bucket", "--write-readme", "--readme", str(readme), "--json",
+    code = runner.main(["--only", "bucket", "--keep-others", "--write-readme", "--readme", str(readme), "--json",
                         str(tmp_path / "r.json")])
     assert code == 2
     assert readme.read_text() == "# no markers\n"
     assert not (tmp_path / "r.json").exists()  # refused before measuring anything
+
+
+def test_runner_refuses_to_write_a_partial_runs_rows_as_the_whole_table(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import __main__ as runner
+
+    readme = tmp_path / "README.md"
+    text = f"# t\n{common.README_START}\n{common.markdown_table([common.row('s', 'a', 1.0, 'x')], 'c')}\n" \
+           f"{common.README_END}\n"
+    readme.write_text(text)
+    code = runner.main(["--only", "bucket", "--write-readme", "--readme", str(readme), "--json",
+                        str(tmp_path / "r.json")])
+    assert code == 2 and "add --keep-others" in capsys.readouterr().err
+    assert readme.read_text() == text and not (tmp_path / "r.json").exists()   # before measuring anything
 
 
 def test_markdown_table_has_caption_and_rows() -> None:
