@@ -295,3 +295,14 @@ def test_replicas_measures_a_grant_ask_in_one_process_and_on_a_replica() -> None
     finally:
         redis.close()
     assert 0 < cost["process"] < cost["replica"] < 0.05
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "1.5", "many"])
+def test_the_adaptive_benchmarks_micro_batch_size_must_be_a_whole_number_of_rows(text: str) -> None:
+    import argparse
+
+    from benchmarks.bench_adaptive import _rows
+
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a whole number of rows > 0"):
+        _rows(text)
+    assert _rows("10000") == 10000
