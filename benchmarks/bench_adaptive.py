@@ -181,29 +181,24 @@ def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, sinks: tuple[str, .
     return out
 
 
-def _rows(text: str) -> int:
-    """``--rows-per-batch``: a whole number of rows > 0."""
+def build_parser() -> Any:
+    """The command line (``python -m benchmarks.bench_adaptive``)."""
     import argparse
 
-    try:
-        rows = int(text)
-    except ValueError:
-        rows = 0
-    if rows <= 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number of rows > 0, got {text!r}")
-    return rows
-
-
-if __name__ == "__main__":
-    import argparse
+    # (the jobs' own CLI check: a whole number > 0, or an error that says so)
+    from collectors.__main__ import _positive_int
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--kind", action="append", choices=KINDS)
     parser.add_argument("--sink", action="append", choices=tuple(SINKS),
                         help="the sink's answers: Retry-After only (whole seconds), or retry-after-ms too")
-    parser.add_argument("--rows-per-batch", type=_rows, default=int(CEILING),
+    parser.add_argument("--rows-per-batch", type=_positive_int, default=int(CEILING),
                         help="rows in each micro-batch of the stream (default: %(default)s, a second of the ceiling)")
-    args = parser.parse_args()
+    return parser
+
+
+if __name__ == "__main__":
+    args = build_parser().parse_args()
     for r in run(args.quick, tuple(args.kind or KINDS), tuple(args.sink or SINKS), args.rows_per_batch):
         print(r)

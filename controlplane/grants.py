@@ -86,8 +86,9 @@ class _Limit:
 
     def smooth(self, on: bool) -> None:
         """An adaptive limit's grants come smoothly (``ADAPTIVE_BURST_S``, no catch-up after a gap nor any refill
-        while away): the sink behind it refuses a burst whatever the rate, and each refusal cuts the rate. Set on the windows in place:
-        new windows would forget the grants of the last one, and a mode switched live would grant it twice."""
+        while away): the sink behind it refuses a burst whatever the rate, and each refusal cuts the rate. Set on
+        the windows in place: new windows would forget the grants of the last one, and a mode switched live would
+        grant it twice."""
         for window in (self.msgs, self.bytes):
             window.burst_s = min(ADAPTIVE_BURST_S, window.window_s) if on else DEFAULT_BURST_S
             window.catch_up = not on

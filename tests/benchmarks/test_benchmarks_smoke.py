@@ -298,11 +298,12 @@ def test_replicas_measures_a_grant_ask_in_one_process_and_on_a_replica() -> None
 
 
 @pytest.mark.parametrize("text", ["0", "-5", "1.5", "many"])
-def test_the_adaptive_benchmarks_micro_batch_size_must_be_a_whole_number_of_rows(text: str) -> None:
-    import argparse
+def test_the_adaptive_benchmarks_micro_batch_size_must_be_a_whole_number_of_rows(
+        text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.bench_adaptive import build_parser
 
-    from benchmarks.bench_adaptive import _rows
-
-    with pytest.raises(argparse.ArgumentTypeError, match="must be a whole number of rows > 0"):
-        _rows(text)
-    assert _rows("10000") == 10000
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["--rows-per-batch", text])
+    said = capsys.readouterr().err
+    assert exited.value.code == 2 and "--rows-per-batch" in said and "whole number" in said, said
+    assert build_parser().parse_args(["--rows-per-batch", "10000"]).rows_per_batch == 10000
