@@ -50,7 +50,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
-from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
+from protocol import (
+    FALLBACK_AFTER_S,
+    MAX_ASKS_PER_S,
+    Grant,
+    GrantAsk,
+    GrantRequest,
+    Outcomes,
+    Spend,
+    parse_limit_key,
+)
 
 from .outcomes import OutcomeLog
 from .share_rows import NONE, ShareRows
@@ -65,7 +74,9 @@ NOTHING = 1e-6          # per second: a pool's own refill (a rate <= 0 would mea
 IDLE_S = 0.5            # a pool that admitted nothing this long gives its tokens back
 POLL_S = 0.02
 MAX_DUTY = 0.2          # of a core: the most the keeper's rounds take at rest (see ``beat_s``)
-OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the safe rate
+# after this long unreachable, a pool gives way to the safe rate (the control plane knows it: after a silence this
+# long it refills nothing for it, see protocol.FALLBACK_AFTER_S)
+OUTAGE_SWITCH_S = FALLBACK_AFTER_S
 # the safe rate's bucket holds this many seconds of it: each micro-batch's first send finds it full after the gap,
 # and a tenth held the second after a control-plane restart at 1.1-1.2x the limit (a hundredth: 1.0-1.05). A pool
 # back from an outage carries over what the split held, and a hundredth is too little to bridge an ask that hangs:
