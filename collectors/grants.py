@@ -33,10 +33,12 @@ control plane last answered (the limit divided by the participants that asked in
 split, so the limit is held and nobody who was sending stalls). A limiter that was never answered runs at the
 limit divided by the most participants any answer counted (at least two): a worker that starts during an
 outage does not wait for as long as the outage lasts. When the control plane answers again (``reachable``), the
-pools take over. An ask that goes unanswered is an outage too, from when it was sent: a grant ask waits at most
-``ASK_TIMEOUT_S`` (twice a chunk's span: an answer slower than that cannot keep a pool filled), not the
-reporter's request timeout -- an ask hung for those 2 s left its pool dry and a producer waiting on the network
-(measured: 2.4 s), which is what the pools are there to prevent.
+pools take over, and the next asks say that the participant ran at its safe rate (``fell_back``): no grant counts
+those spends, and the control plane refills nothing for that time (``limiter.grants``). An ask that goes
+unanswered is an outage too, from when it was sent: a grant ask waits at most ``ASK_TIMEOUT_S`` (twice a chunk's
+span: an answer slower than that cannot keep a pool filled), not the reporter's request timeout -- an ask hung for
+those 2 s left its pool dry and a producer waiting on the network (measured: 2.4 s), which is what the pools are
+there to prevent.
 """
 
 from __future__ import annotations
@@ -50,16 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
-from protocol import (
-    FALLBACK_AFTER_S,
-    MAX_ASKS_PER_S,
-    Grant,
-    GrantAsk,
-    GrantRequest,
-    Outcomes,
-    Spend,
-    parse_limit_key,
-)
+from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
 
 from .outcomes import OutcomeLog
 from .share_rows import NONE, ShareRows
@@ -74,9 +67,7 @@ NOTHING = 1e-6          # per second: a pool's own refill (a rate <= 0 would mea
 IDLE_S = 0.5            # a pool that admitted nothing this long gives its tokens back
 POLL_S = 0.02
 MAX_DUTY = 0.2          # of a core: the most the keeper's rounds take at rest (see ``beat_s``)
-# after this long unreachable, a pool gives way to the safe rate (the control plane knows it: after a silence this
-# long it refills nothing for it, see protocol.FALLBACK_AFTER_S)
-OUTAGE_SWITCH_S = FALLBACK_AFTER_S
+OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the safe rate
 # the safe rate's bucket holds this many seconds of it: each micro-batch's first send finds it full after the gap,
 # and a tenth held the second after a control-plane restart at 1.1-1.2x the limit (a hundredth: 1.0-1.05). A pool
 # back from an outage carries over what the split held, and a hundredth is too little to bridge an ask that hangs:
@@ -136,6 +127,9 @@ class Grants:
         # this -- a control-plane replica whose grant store is down answers reports and refuses asks, and an
         # outage started afresh at every report never reached the safe rate (the pools ran dry, the limit stalled)
         self._asks_failing_since: float | None = None
+        # a limiter ran at its safe rate since the last answered ask: the next asks say so (``GrantAsk.fell_back``),
+        # and the control plane refills nothing for that time -- those spends are in no grant
+        self._fell_back = False
         self._most_holders = 0
 
     @property
@@ -148,6 +142,7 @@ class Grants:
         rate (no pool) once the control plane has been unreachable for ``OUTAGE_SWITCH_S``."""
         since = self._outage_since
         if since is not None and self._now_s() - since >= OUTAGE_SWITCH_S:
+            self._fell_back = True
             safe = self._answered(key, self._safe)
             if safe is not None:
                 return Rate(_safe(limit.msgs_limited, safe[0]), _safe(limit.bytes_limited, safe[1]), 1), None
@@ -197,10 +192,13 @@ class Grants:
                         spent=spent or [], wants_msgs=_tokens(wants[0]), wants_bytes=_tokens(wants[1]),
                         rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
                         returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
-                        safe_msgs_per_s=max(0.0, safe[0]), safe_bytes_per_s=max(0.0, safe[1]), outcomes=outcomes)
+                        safe_msgs_per_s=max(0.0, safe[0]), safe_bytes_per_s=max(0.0, safe[1]), outcomes=outcomes,
+                        fell_back=self._fell_back)
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
         self._asks_failing_since = None
+        if ask.fell_back:
+            self._fell_back = False   # (the control plane was told)
         row = self.rows.add(grant.key)
         if ask.wants_msgs > 0 or ask.wants_bytes > 0 or math.isnan(self._safe[0][row]):
             # (a give-back's answer keeps the chunk before it: its own chunk, 0, is no chunk)

@@ -60,17 +60,7 @@ from controlplane.adaptive import AdaptiveLimit
 from controlplane.grant_tables import GrantTable, MemoryTable
 from limiter.grants import DEFAULT_BURST_S, GrantWindow
 from limiter.policy import Level, Rate
-from protocol import (
-    FALLBACK_AFTER_S,
-    MAX_ASKS_PER_S,
-    Grant,
-    GrantAsk,
-    Limit,
-    PolicySet,
-    PolicyView,
-    limit_key,
-    parse_limit_key,
-)
+from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, Limit, PolicySet, PolicyView, limit_key, parse_limit_key
 
 __all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "MARKER_STALE_S", "learning_s_for"]
 
@@ -90,10 +80,8 @@ class _Limit:
     __slots__ = ("msgs", "bytes", "adaptive")
 
     def __init__(self, window_s: float):
-        # (a holder silent for as long as a participant takes to fall back on its safe rate is paced from its
-        # return: it may have spent that rate meanwhile)
-        self.msgs = GrantWindow(window_s, silent_s=FALLBACK_AFTER_S)
-        self.bytes = GrantWindow(window_s, silent_s=FALLBACK_AFTER_S)
+        self.msgs = GrantWindow(window_s)
+        self.bytes = GrantWindow(window_s)
         self.adaptive: AdaptiveLimit | None = None   # an adaptive limit's rate (its messages dimension)
 
     def smooth(self, on: bool) -> None:
@@ -211,9 +199,6 @@ class GrantBook:
                  proportional, leaving)
         b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
                  "bytes", now, learning, proportional, leaving)
-        if pause_s > 0:   # told to wait: not silent meanwhile (limiter.grants, ``silent_s``)
-            windows.msgs.heard(participant_id, now + pause_s)
-            windows.bytes.heard(participant_id, now + pause_s)
         windows.answered(now)
         return Grant(level=ask.level, name=ask.name, direction=ask.direction,
                      msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
@@ -338,8 +323,6 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         return min(split, safe_was_per_s) if learning and safe_was_per_s > 0 else split
 
     if wants <= 0:
-        if not (returns > 0 or leaving):
-            window.heard(holder, now)   # (it asked: not silent)
         return 0.0, 0.0, safe_per_s(), 0.0, 0.0
     askers = max(1, window.askers(now) + (not window.asked(holder)))
     chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)
@@ -354,7 +337,7 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         was = safe_was_per_s if safe_was_per_s > 0 else capacity / period_s / max(2, askers)
         cap = was * period_s
     granted = window.grant(holder, wants, capacity, now, fair_chunk=chunk, rate_per_s=rate_per_s or None,
-                           learning_cap=cap)
+                           learning_cap=cap, fell_back=ask.fell_back)
     askers = max(1, window.askers(now))
     # short of the want: ask again soon (the buckets refill continuously, and what others give back is free at
     # once), but the asks of one limit stay near MAX_ASKS_PER_S however many wait

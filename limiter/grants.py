@@ -72,12 +72,12 @@ no more than that rate and starts empty, nor catches up a gap when it comes back
 until this ask, so a first burst would come on top of a window's worth already spent (two holders at 500/s of
 1,000 that come back would otherwise take 500 each at once, 2,000 in the second around the restart).
 
-``silent_s``: a holder not heard from for that long -- no ask, no give-back, no pause it was told to wait out --
-may have spent elsewhere meanwhile: a participant whose asks fail (a replica failing fast while its shared store
-is back) spends its pool, then runs at its fallback rate, and no grant counts that. Its bucket's refill for the
-silence would come on top of those spends, so it is paced from its return (its bucket as it left it; forgotten
-after a window, no newcomer's stock either). Worked example: two holders at 500/s each, one silent for 0.7 s
-(0.2 s of it at its 500/s fallback) -- with the refill it spent about 650 in a second, without it 500.
+``fell_back``: a participant whose asks fail spends its pool, then runs at its fallback rate, and no grant counts
+those spends (a replica failing fast while its shared store is back, a control plane that stalls). Its ask after
+that says so, and the holder is paced from its return, its bucket empty: what it held when it left and the refill
+since would come on top of what it spent meanwhile. Worked example: two holders at 500/s each, one whose asks
+failed for 0.7 s (0.2 s of it at its 500/s fallback) -- with the refill it spent about 650 in a second, without it
+500. A holder that only stalled (no fallback) still catches up its gap.
 """
 
 from __future__ import annotations
@@ -135,8 +135,7 @@ class GrantWindow:
     """The grants of one dimension of one shared limit (see the module essay). Not thread-safe: the caller
     serialises (the control plane answers on its event loop)."""
 
-    def __init__(self, window_s: float = 1.0, burst_s: float = DEFAULT_BURST_S, *, catch_up: bool = True,
-                 silent_s: float | None = None):
+    def __init__(self, window_s: float = 1.0, burst_s: float = DEFAULT_BURST_S, *, catch_up: bool = True):
         positive("window_s", window_s, unit="seconds")
         if not (isinstance(burst_s, int | float) and math.isfinite(burst_s) and 0 < burst_s <= window_s):
             raise ValueError(f"burst_s must be a number of seconds > 0 and <= window_s, got {burst_s!r}")
@@ -145,14 +144,6 @@ class GrantWindow:
         # limit: the catch-up of a micro-batch's first asks came to the sink at once, and it refused them), and
         # such a holder is paced from its return instead
         self.catch_up = bool(catch_up)
-        # a holder not heard from for this long (no ask, no give-back) may have spent elsewhere meanwhile (its
-        # participant's fallback rate, when its asks failed): it is paced from its return, nothing refilled for the
-        # silence (None: refilled, as for a holder that only paused)
-        if silent_s is not None:
-            positive("silent_s", silent_s, unit="seconds", rule=", or None")
-        self.silent_s = None if silent_s is None else float(silent_s)
-        # holder -> when it last asked, whatever the answer (kept RECENT_WINDOWS windows; a give-back drops it)
-        self._heard: OrderedDict[Hashable, float] = OrderedDict()
         self._spent_until = -math.inf            # the window is spent until then
         self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
         self._total = 0.0
@@ -174,8 +165,7 @@ class GrantWindow:
     def __setstate__(self, state: dict) -> None:
         # a window pickled by an earlier release (the replicas' state in Redis) lacks what was added since: a
         # fresh window's values fill it in
-        fresh = GrantWindow(state["window_s"], state["burst_s"], catch_up=state.get("catch_up", True),
-                            silent_s=state.get("silent_s"))
+        fresh = GrantWindow(state["window_s"], state["burst_s"], catch_up=state.get("catch_up", True))
         self.__dict__.update({**fresh.__dict__, **state})
 
     def _slide(self, now_s: float) -> None:
@@ -201,7 +191,6 @@ class GrantWindow:
             self._own.pop(holder, None)
             self._away_unsent.discard(holder)
         expire(self._returned, now_s - RETURNING_WINDOWS * self.window_s)
-        expire(self._heard, now_s - RECENT_WINDOWS * self.window_s)
 
     def granted(self, now_s: float) -> float:
         """Tokens granted in the window ending now."""
@@ -244,9 +233,10 @@ class GrantWindow:
         self._recent.pop(holder, None)
 
     def grant(self, holder: Hashable, wants: float, capacity: float, now_s: float, *, fair_chunk: float,
-              rate_per_s: float | None = None, learning_cap: float | None = None) -> float:
+              rate_per_s: float | None = None, learning_cap: float | None = None, fell_back: bool = False) -> float:
         """Grant ``holder`` up to ``wants`` tokens now (see the module essay); returns the amount.
-        ``rate_per_s``: how fast the holder wants to spend (its share is max-min fair by these)."""
+        ``rate_per_s``: how fast the holder wants to spend (its share is max-min fair by these); ``fell_back``: it
+        ran at its fallback rate since its last ask (nothing is refilled for that time)."""
         wants = _amount("wants", wants)
         _amount("capacity", capacity)
         self._slide(now_s)
@@ -282,12 +272,8 @@ class GrantWindow:
             self._returned.move_to_end(holder)
         own_most = fair_per_s * (self.window_s if back else self.burst_s)
         held = self._own.get(holder)
-        last_heard = self._heard.get(holder)
-        # not heard from for ``silent_s`` (a holder that gave back is away instead): see ``silent_s``
-        silent = self.silent_s is not None and last_heard is not None and now_s - last_heard >= self.silent_s
-        self.heard(holder, now_s)
-        if held is None:   # (a newcomer; or silent for a window, its bucket forgotten: no newcomer's stock)
-            own = 0.0 if learning_cap is not None or silent else fair_per_s * self.burst_s
+        if held is None:
+            own = 0.0 if learning_cap is not None else fair_per_s * self.burst_s
         else:
             returned = holder in self._returned
             # (a micro-batch worker's refill goes on: the pause its catch-up left must echo to Spark's next gap)
@@ -309,11 +295,12 @@ class GrantWindow:
                 # The sink refilled its own burst while no one sent, but only that, and it was spent when the gap
                 # began; every holder's refill on top came to it at once (measured: about a refusal a micro-batch)
                 own = min(own, held[0])
-            elif silent:
-                # its asks may have failed, and it ran at its fallback rate, which no grant counts -- the refill on
-                # top came as a burst after a shared store's restart (six holders' half-second stocks at once:
-                # 1.15x the limit in a second). Paced from its return
-                own = min(own, held[0])
+        if fell_back:
+            # it ran at its fallback rate since its last ask (its asks failed: a replica failing fast while its
+            # shared store was back), which no grant counts: what its bucket held when it left, and the refill
+            # since, came on top of those spends (six holders' half-second stocks at once: 1.15x the limit in a
+            # second). Paced from its return, from empty -- a newcomer's stock neither
+            own = 0.0
         # (a sole spender's debt is repaid beyond the spends' bound: it pays for a spend already counted)
         spent_room = capacity * (1 + HELD_SLACK) - self._spent.counted(now_s) + self._spent.excusable(holder, now_s)
         amount = min(wants, own, capacity - self._total, spent_room, _amount("fair_chunk", fair_chunk))
@@ -336,12 +323,6 @@ class GrantWindow:
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount)
         return amount
-
-    def heard(self, holder: Hashable, until_s: float) -> None:
-        """``holder`` is not silent (``silent_s``) before ``until_s``: it asked then (``grant`` says so itself; an
-        ask answered without one says it here), or it was told to wait until then (the sink's pause)."""
-        self._heard[holder] = max(until_s, self._heard.get(holder, -math.inf))
-        self._heard.move_to_end(holder)
 
     def fair_rate(self, holder: Hashable, rate_per_s: float, now_s: float) -> float:
         """``holder``'s max-min fair share of ``rate_per_s`` by the askers' wanted rates (one who never said
@@ -368,7 +349,6 @@ class GrantWindow:
                 left -= take
         self._askers.pop(holder, None)
         self._wants_per_s.pop(holder, None)
-        self._heard.pop(holder, None)   # (away, not silent: back within a window, it catches up as before)
         # it gives back all it was granted since it came (it asked ahead of any work, like a participant waiting to
         # be ready, or its task had no rows): no micro-batch's catch-up comes back with it to echo. (Not "all the
         # window granted it": a stream's worker at a cut limit may give back its one chunk of the window whole,

@@ -59,7 +59,6 @@ from .rules import (
     split_topic,
 )
 from .wire import (
-    FALLBACK_AFTER_S,
     MAX_ASKS_PER_S,
     MAX_SPENDS,
     BucketSnapshot,
@@ -92,5 +91,5 @@ __all__ = [
     "PolicyView", "applicable", "resource_group_for", "setting_rate", "split_topic",
     "BucketSnapshot", "DimensionSnapshot", "Goodbye", "Grant", "GrantAnswer", "GrantAsk", "GrantRequest",
     "LimiterCounters", "MutationQuotaSnapshot", "OffloadStats", "Outcomes", "Participant", "QueueEntry", "QueueSnapshot",
-    "Report", "ReportResponse", "SharedUsage", "Spend", "UsageValues", "MAX_SPENDS", "MAX_ASKS_PER_S", "FALLBACK_AFTER_S",
+    "Report", "ReportResponse", "SharedUsage", "Spend", "UsageValues", "MAX_SPENDS", "MAX_ASKS_PER_S",
 ]

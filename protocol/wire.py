@@ -139,10 +139,6 @@ MAX_SPENDS = 64   # spends per ask: a participant merges older ones (into the la
 # the asks of one shared limit, over all its participants, that the control plane aims at: its chunks last
 # ``max(0.25 s, askers / MAX_ASKS_PER_S)``, and a participant says its spends no more often than that
 MAX_ASKS_PER_S = 100.0
-# a participant whose grant asks fail (or go unanswered) spends what its pools hold for this long, then runs at the
-# fallback (safe) rate it was last answered -- spends no grant counts. So a holder that did not ask for this long may
-# have spent that rate meanwhile, and the control plane refills nothing for the silence (``limiter.grants``)
-FALLBACK_AFTER_S = 0.5
 
 
 class Spend(StrictModel):
@@ -185,6 +181,9 @@ class GrantAsk(StrictModel):
                                description="What it spent since its last ask, oldest first")
     outcomes: Outcomes | None = Field(None, description="What the sink answered since its last ask (an adaptive "
                                                         "limit learns from it; any other ignores it)")
+    fell_back: bool = Field(False, description=(
+        "It ran at its fallback (safe) rate since its last answered ask -- its asks failed: no grant counts those "
+        "spends, so nothing is refilled for that time"))
 
     @property
     def key(self) -> str:

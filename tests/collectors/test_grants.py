@@ -11,7 +11,7 @@ from collectors.client import Unreachable
 from collectors.grants import ASK_TIMEOUT_S, HELD_UP_HEADROOM, OUTAGE_SWITCH_S, SPENDS_EVERY_S
 from limiter import ManualClock
 from limiter.policy import Level, Rate
-from protocol import MAX_ASKS_PER_S, GrantAnswer, GrantRequest
+from protocol import MAX_ASKS_PER_S, GrantAnswer, GrantRequest, limit_key
 from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
 
 pytestmark = pytest.mark.unit
@@ -176,6 +176,27 @@ def test_an_unreachable_control_plane_spends_the_pool_then_runs_at_the_safe_rate
     cp.fail = None
     assert p.report_now()
     assert topic.capacity == (1000, 0)                                 # back: the pool again
+
+
+@pytest.mark.parametrize("outage_s", [OUTAGE_SWITCH_S, OUTAGE_SWITCH_S / 2])
+def test_the_asks_after_the_safe_rate_say_so_once_answered_no_more(clock: ManualClock, outage_s: float) -> None:
+    # the control plane refills nothing for the time a participant ran at its safe rate (limiter.grants): its
+    # asks say so until one of them is answered; an outage that ended on the pool's own tokens is no fallback
+    cp, (p, q) = world(clock)
+    producers = [p.producer(TOPIC), q.producer(TOPIC)]
+    send(clock, [p, q], producers, 2.0)
+    grants, key = p.applier.grants, limit_key("topic", "publish", TOPIC)
+    assert not grants.ask(key, (1.0, 0.0)).fell_back
+    cp.fail = Unreachable("down")
+    assert not p.report_now()
+    clock.advance(outage_s)
+    p.grant_keeper.run_once()
+    cp.fail = None
+    assert p.report_now()
+    fell_back = outage_s >= OUTAGE_SWITCH_S
+    assert grants.ask(key, (1.0, 0.0)).fell_back is fell_back
+    send(clock, [p, q], producers, 0.2)                                # its next asks are answered
+    assert not grants.ask(key, (1.0, 0.0)).fell_back
 
 
 def two_sending(clock: ManualClock) -> tuple:

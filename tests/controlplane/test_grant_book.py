@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from collectors.grants import OUTAGE_SWITCH_S
 from controlplane.grants import MARKER, MARKER_STALE_S, GrantBook, learning_s_for
 from limiter import ManualClock
 from limiter.grants import HELD_SLACK
 from limiter.policy import Level
-from protocol import FALLBACK_AFTER_S, GrantAsk, Outcomes, PolicySet, PolicyView, ResourceGroup, Spend
+from protocol import GrantAsk, Outcomes, PolicySet, PolicyView, ResourceGroup, Spend
 
 pytestmark = pytest.mark.unit
 
@@ -76,33 +77,40 @@ def test_re_learning_paces_each_participant_at_the_fallback_rate_it_brings(tmp_p
         assert sum(a for t, a in grants if t >= 1.0) == pytest.approx(500, rel=0.06)  # and it gets it
 
 
-@pytest.mark.parametrize("silent_s", [0.6, 0.8, 1.2])
-def test_a_participant_back_from_failed_asks_gets_nothing_on_top_of_its_fallback_spends(
-        tmp_path: Path, silent_s: float) -> None:
+@pytest.mark.parametrize("failing_s", [0.6, 0.8, 1.2])
+@pytest.mark.parametrize("says_so", [True, False])
+def test_a_participant_back_from_its_fallback_rate_gets_nothing_on_top_of_those_spends(
+        tmp_path: Path, failing_s: float, says_so: bool) -> None:
     # re-learning (a shared store restarted), two participants at their 500/s fallback rates; "a"'s asks then fail
-    # for a while (a replica failing fast): it spends its pool, then its fallback rate, which no grant counts
+    # for a while (a replica failing fast): it spends its pool, then (after OUTAGE_SWITCH_S) its fallback rate,
+    # which no grant counts; its next ask says so -- or, as an older participant would, does not
     clock = ManualClock()
     book = restarted(tmp_path, clock, 1.0)
-    fails_at, back_at = 2.0, 2.0 + silent_s
-    pool, spends, granted_after = 0.0, [], 0.0
+    fails_at, back_at = 2.0, 2.0 + failing_s
+    pool, spends, granted_after, fell_back = 0.0, [], 0.0, False
     for step in range(500):                   # 5 s in 10-ms steps, an ask every 50 ms
         now = step * 0.01
         if step % 5 == 0:
             book.answer("b", ask(125, safe=500), POLICIES)
             if not fails_at <= now < back_at:
-                got = book.answer("a", ask(125, safe=500), POLICIES)[0].msgs
-                pool += got
+                a = ask(125, safe=500)[0].model_copy(update={"fell_back": fell_back and says_so})
+                got = book.answer("a", [a], POLICIES)[0].msgs
+                pool, fell_back = pool + got, False
                 granted_after += got if now >= back_at else 0.0
-        if fails_at + FALLBACK_AFTER_S <= now < back_at:
+        if fails_at + OUTAGE_SWITCH_S <= now < back_at:
             spends.append((now, 5.0))         # its fallback rate, 500/s
+            fell_back = True
         else:
             spent = min(pool, 7.0)            # it wants 700/s: whatever its pool holds
             pool -= spent
             spends.append((now, spent))
         clock.advance(0.01)
     worst = max(sum(a for t, a in spends if start <= t < start + 1.0) for start in [k * 0.05 for k in range(80)])
-    assert worst <= 500 * 1.02, f"{worst:.0f} spent in a second against a fallback rate of 500/s"
-    assert granted_after >= 500 * (5.0 - back_at - 0.2)   # and it is served again at its rate
+    if says_so:
+        assert worst <= 500 * 1.02, f"{worst:.0f} spent in a second against a fallback rate of 500/s"
+        assert granted_after >= 500 * (5.0 - back_at - 0.2)   # and it is served again at its rate
+    else:   # what it was before participants said so: the refill of its time away came on top
+        assert worst >= 500 * 1.2
 
 
 def test_a_participant_without_a_fallback_gets_a_static_split_while_re_learning(tmp_path: Path) -> None:

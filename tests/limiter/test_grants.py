@@ -128,25 +128,26 @@ def test_without_catch_up_a_holder_back_from_a_gap_is_paced_from_its_return() ->
     assert w.grant("A", 1000, 1000, 0.95, fair_chunk=1000) >= 100
 
 
-@pytest.mark.parametrize("silent_s", [0.5, None])
-def test_a_holder_silent_for_silent_s_is_paced_from_its_return(silent_s: float | None) -> None:
+@pytest.mark.parametrize("fell_back", [True, False])
+def test_a_holder_that_ran_at_its_fallback_rate_is_paced_from_its_return(fell_back: bool) -> None:
     # alone at 1,000/s: a newcomer's half-second stock, then 300 refilled over 0.3 s
-    w = GrantWindow(1.0, silent_s=silent_s)
+    w = GrantWindow(1.0)
     assert w.grant("A", 500, 1000, 0.0, fair_chunk=500) == pytest.approx(500)
     assert w.grant("A", 500, 1000, 0.3, fair_chunk=500) == pytest.approx(300)
-    # silent for 0.7 s (no ask, no give-back: its asks failed, and it ran at its fallback rate meanwhile): paced
-    # from its return -- or, without the rule, the refill of the silence at once on top of those spends
-    back = w.grant("A", 500, 1000, 1.0, fair_chunk=500)
-    assert back == (0 if silent_s else pytest.approx(500))
+    # back after 0.7 s: if its asks failed and it ran at its fallback rate meanwhile, paced from its return; if it
+    # only stalled, it catches up its gap (a half-second stock)
+    back = w.grant("A", 500, 1000, 1.0, fair_chunk=500, fell_back=fell_back)
+    assert back == (0 if fell_back else pytest.approx(500))
     assert w.grant("A", 500, 1000, 1.05, fair_chunk=500) == pytest.approx(50)
-    # silent past the window (forgotten as an asker): not a newcomer's stock either
-    w = GrantWindow(1.0, silent_s=silent_s)
+    # away past the window (its bucket forgotten): no newcomer's stock either
+    w = GrantWindow(1.0)
     w.grant("A", 500, 1000, 0.0, fair_chunk=500)
-    assert w.grant("A", 500, 1000, 1.6, fair_chunk=500) == (0 if silent_s else pytest.approx(500))
-    # a shorter pause between two asks refills as before
-    w = GrantWindow(1.0, silent_s=silent_s)
+    assert w.grant("A", 500, 1000, 1.6, fair_chunk=500, fell_back=fell_back) == (0 if fell_back else pytest.approx(500))
+    # nor a micro-batch worker's catch-up after a give-back (else a chunk of it at once)
+    w = GrantWindow(1.0)
     w.grant("A", 500, 1000, 0.0, fair_chunk=500)
-    assert w.grant("A", 500, 1000, 0.4, fair_chunk=500) == pytest.approx(400)
+    w.give_back("A", 100, 0.2)
+    assert w.grant("A", 500, 1000, 0.6, fair_chunk=500, fell_back=fell_back) == (0 if fell_back else pytest.approx(500))
 
 
 def test_askers_count_the_holders_of_the_last_window() -> None:
