@@ -48,7 +48,7 @@ import math
 import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
@@ -259,8 +259,11 @@ class GrantKeeper:
 
     def __init__(self, participant_id: str, grants: Grants, pools: Callable[[], list[Pool]],
                  send: Callable[[GrantRequest], list[Grant]], refresh: Callable[[], None],
-                 now_s: Callable[[], float], poll_s: float = POLL_S, idle_s: float = IDLE_S):
+                 now_s: Callable[[], float], poll_s: float = POLL_S, idle_s: float = IDLE_S,
+                 known: Callable[[], Iterable[str]] | None = None):
         self.me, self.grants = participant_id, grants
+        # every shared limit it has a limiter of, a pool or not (its safe split): what a round keeps the rows of
+        self._known = known
         self._pools, self._send, self._refresh, self._now_s = pools, send, refresh, now_s
         self.poll_s, self.idle_s = poll_s, idle_s
         self._wake = threading.Event()
@@ -391,9 +394,15 @@ class GrantKeeper:
                                              outcomes=self.outcomes.take(pool.key)), pool))
         for key in [k for k in self._urgent_at if k not in seen]:
             del self._urgent_at[key]
-        self.grants.forget(seen)   # (frees the rows of the limits it no longer holds)
-        self.spends.forget(seen)
-        self.outcomes.forget(seen)
+        # frees the rows of the limits it no longer holds -- not of one at its safe split now (the reporter's
+        # round ends an outage before it puts the pools back): that row keeps the split last answered, which the
+        # next outage falls back on (without it: the limit / 2 for a participant that is alone)
+        keep = seen
+        if self._known is not None and len(self.grants.rows) > len(seen):
+            keep = seen.union(self._known())
+        self.grants.forget(keep)
+        self.spends.forget(keep)
+        self.outcomes.forget(keep)
         if not asks:
             return 0
         try:

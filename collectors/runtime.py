@@ -112,7 +112,7 @@ class Participant:
                 return self.clock.now_ns() / 1e9
             self.grant_keeper = GrantKeeper(self.identity.participant_id, self.applier.grants, self._pools,
                                             lambda req: client.grant(req, timeout_s=ASK_TIMEOUT_S).grants,
-                                            self.applier.refresh, now_s)
+                                            self.applier.refresh, now_s, known=self._shared_keys)
             self.limits.on_throttle = self.grant_keeper.wake
             if start:
                 self.reporter.start()
@@ -214,6 +214,15 @@ class Participant:
                                 self.dispatch.admitted(lim.level, lim.name)[0], lim.balance(), lim.deposit,
                                 eager=True, read_balance=lim.balance))
         return out
+
+    def _shared_keys(self) -> set[str]:
+        """Every shared limit with a limiter here, whatever it runs at now (its pool, or the safe split)."""
+        applier = self.applier
+        keys = {limit_key(lim.level.value, PUBLISH, lim.name) for lim in self.limits.limiters()
+                if applier.pooled(lim.level, PUBLISH, lim.name) is not None}
+        keys.update(limit_key(lim.level.value, DISPATCH, lim.name) for lim in self.dispatch.limiters()
+                    if applier.pooled(lim.level, DISPATCH, lim.name) is not None)
+        return keys
 
     def _ceiling(self, paths: Iterable[tuple[tuple[Level, str], ...]]) -> float | None:
         """The most a pool's producers can spend, msgs/s: each is held to the lowest configured limit of the other

@@ -199,6 +199,32 @@ def test_the_asks_after_the_safe_rate_say_so_once_answered_no_more(clock: Manual
     assert not grants.ask(key, (1.0, 0.0)).fell_back
 
 
+def test_a_limit_at_its_safe_split_keeps_its_answers_through_a_round_before_the_pools_are_back(
+        clock: ManualClock) -> None:
+    # alone on the limit: its split is the whole limit. The reporter's round ends an outage (``reachable``) before
+    # it puts the pools back; a keeper's round in between saw no pool of the limit, and forgot what was answered --
+    # the next outage then fell back on the split of a limit never answered: half of it
+    cp, (p,) = world(clock, n=1)
+    producer = p.producer(TOPIC)
+    send(clock, [p], [producer], 1.0)
+    grants, topic = p.applier.grants, p.limits.limiter(Level.TOPIC, TOPIC)
+    cp.fail = Unreachable("down")
+    assert not p.report_now()
+    clock.advance(OUTAGE_SWITCH_S)
+    p.grant_keeper.run_once()
+    assert topic.capacity is None and topic.rate == Rate(1000)
+    cp.fail = None
+    grants.reachable()
+    p.grant_keeper.run_once()                                          # (the limiter is still at its split)
+    assert grants.fair(limit_key("topic", "publish", TOPIC)) is not None
+    p.applier.refresh()
+    assert topic.capacity == (1000, 0)
+    grants.unreachable()                                               # the next outage, nothing asked since
+    clock.advance(OUTAGE_SWITCH_S)
+    p.applier.refresh()
+    assert topic.capacity is None and topic.rate == Rate(1000)         # the split it was answered
+
+
 def two_sending(clock: ManualClock) -> tuple:
     """Two participants that sent on TOPIC for 2 s: (control plane, the first, both producers, its limiter)."""
     cp, (p, q) = world(clock)

@@ -71,6 +71,7 @@ class Recording:
     def __init__(self, inner: ControlPlaneClient) -> None:
         self.__dict__["inner"] = inner
         self.__dict__["rounds"] = []
+        self.__dict__["grant_rounds"] = []
 
     def report(self, report: Any) -> Any:
         start = time.monotonic()
@@ -80,6 +81,18 @@ class Recording:
             self.rounds.append((start, time.monotonic() - start, str(e).split(":")[0]))
             raise
         self.rounds.append((start, time.monotonic() - start, None))
+        return answer
+
+    def grant(self, request: Any, timeout_s: float | None = None) -> Any:
+        # (kept to say, if the limit moves, what the grant asks met: their duration, error, the split answered)
+        start = time.monotonic()
+        try:
+            answer = self.inner.grant(request, timeout_s=timeout_s)
+        except ControlPlaneError as e:
+            self.grant_rounds.append((start, round(time.monotonic() - start, 3), str(e).split(":")[0], None))
+            raise
+        safe = [g.safe_msgs_per_s for g in answer.grants]
+        self.grant_rounds.append((start, round(time.monotonic() - start, 3), None, safe))
         return answer
 
     def __getattr__(self, name: str) -> Any:
@@ -152,11 +165,15 @@ def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
         by_phase[name] = [(d, err) for start, d, err in rounds if t0 + 0.1 <= start < t1]
         print(f"ROUNDS {name:32s} {[(round(d, 2), err) for d, err in by_phase[name]]}")
 
+    spans = {name: (t0, t1) for (name, t0), (_, t1) in zip(marks, marks[1:], strict=False)}
     for name, (n, _, p99, _, worst, rates) in results.items():
         assert n >= 1000, f"{name}: only {n} acquires"
         assert p99 < 5.0, f"{name}: acquire p99 {p99:.3f} ms"
         assert worst < 1000.0, f"{name}: an acquire took {worst:.0f} ms: the hot path waited on the network"
-        assert rates <= {"pool", LIMIT}, f"{name}: the limit moved to {rates} (fail-static)"
+        asks = [r[1:] for r in client.grant_rounds if spans[name][0] <= r[0] < spans[name][1]]
+        assert rates <= {"pool", LIMIT}, (
+            f"{name}: the limit moved to {rates} (fail-static); its slow or failed grant asks (s, error): "
+            f"{[a[:2] for a in asks if a[0] > 0.1 or a[1]]}, the splits answered: {sorted({x for a in asks for x in a[2] or []})}")
     # the faults really happened, as the reporter saw them; in the faulty phases no round succeeded
     assert all(met.values()), f"not met within {MAX_PHASE_S:g} s: {[n for n, ok in met.items() if not ok]}"
     for name in ("answers 3 s late (timeout 2 s)", "connections reset", "connections never answered",
