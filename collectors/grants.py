@@ -127,9 +127,9 @@ class Grants:
         # this -- a control-plane replica whose grant store is down answers reports and refuses asks, and an
         # outage started afresh at every report never reached the safe rate (the pools ran dry, the limit stalled)
         self._asks_failing_since: float | None = None
-        # a limiter ran at its safe rate since the last answered ask: the next asks say so (``GrantAsk.fell_back``),
-        # and the control plane refills nothing for that time -- those spends are in no grant
-        self._fell_back = False
+        # the limits whose limiters ran at their safe rates since their last answered asks: their next asks say so
+        # (``GrantAsk.fell_back``), and the control plane refills nothing for that time -- those spends are in no grant
+        self._fell_back: set[str] = set()
         self._most_holders = 0
 
     @property
@@ -142,7 +142,7 @@ class Grants:
         rate (no pool) once the control plane has been unreachable for ``OUTAGE_SWITCH_S``."""
         since = self._outage_since
         if since is not None and self._now_s() - since >= OUTAGE_SWITCH_S:
-            self._fell_back = True
+            self._fell_back.add(key)
             safe = self._answered(key, self._safe)
             if safe is not None:
                 return Rate(_safe(limit.msgs_limited, safe[0]), _safe(limit.bytes_limited, safe[1]), 1), None
@@ -193,12 +193,12 @@ class Grants:
                         rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
                         returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
                         safe_msgs_per_s=max(0.0, safe[0]), safe_bytes_per_s=max(0.0, safe[1]), outcomes=outcomes,
-                        fell_back=self._fell_back)
+                        fell_back=key in self._fell_back)
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
         self._asks_failing_since = None
         if ask.fell_back:
-            self._fell_back = False   # (the control plane was told)
+            self._fell_back.discard(grant.key)   # (the control plane was told)
         row = self.rows.add(grant.key)
         if ask.wants_msgs > 0 or ask.wants_bytes > 0 or math.isnan(self._safe[0][row]):
             # (a give-back's answer keeps the chunk before it: its own chunk, 0, is no chunk)
@@ -236,6 +236,7 @@ class Grants:
     def forget(self, keep: set[str]) -> None:
         for key in self.rows.forget(keep):
             self._paused_until.pop(key, None)
+            self._fell_back.discard(key)
 
 
 def _safe(limited: bool, per_s: float) -> float:
