@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -73,27 +74,25 @@ class Recording:
         self.__dict__["rounds"] = []
         self.__dict__["grant_rounds"] = []
 
-    def report(self, report: Any) -> Any:
+    @staticmethod
+    def _timed(into: list, call: Callable[[], Any], said: Callable[[Any], tuple] = lambda _: ()) -> Any:
+        """``call()``, appending (start, duration, error type or None, *what ``said`` reads of its answer)."""
         start = time.monotonic()
         try:
-            answer = self.inner.report(report)
+            answer = call()
         except ControlPlaneError as e:
-            self.rounds.append((start, time.monotonic() - start, str(e).split(":")[0]))
+            into.append((start, time.monotonic() - start, str(e).split(":")[0], *said(None)))
             raise
-        self.rounds.append((start, time.monotonic() - start, None))
+        into.append((start, time.monotonic() - start, None, *said(answer)))
         return answer
+
+    def report(self, report: Any) -> Any:
+        return self._timed(self.rounds, lambda: self.inner.report(report))
 
     def grant(self, request: Any, timeout_s: float | None = None) -> Any:
         # (kept to say, if the limit moves, what the grant asks met: their duration, error, the split answered)
-        start = time.monotonic()
-        try:
-            answer = self.inner.grant(request, timeout_s=timeout_s)
-        except ControlPlaneError as e:
-            self.grant_rounds.append((start, round(time.monotonic() - start, 3), str(e).split(":")[0], None))
-            raise
-        safe = [g.safe_msgs_per_s for g in answer.grants]
-        self.grant_rounds.append((start, round(time.monotonic() - start, 3), None, safe))
-        return answer
+        return self._timed(self.grant_rounds, lambda: self.inner.grant(request, timeout_s=timeout_s),
+                           lambda answer: ([g.safe_msgs_per_s for g in answer.grants] if answer else None,))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -159,13 +158,12 @@ def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
     for name, (n, p50, p99, p999, worst, _) in results.items():
         print(f"ACQUIRE {name:32s} n={n:7d} p50={p50:.4f} ms p99={p99:.4f} ms p99.9={p999:.3f} ms "
               f"max={worst:.2f} ms")
-    rounds = client.rounds
+    spans = {name: (t0, t1) for (name, t0), (_, t1) in zip(marks, marks[1:], strict=False)}
     by_phase: dict[str, list[tuple[float, str | None]]] = {}
-    for (name, t0), (_, t1) in zip(marks, marks[1:], strict=False):
-        by_phase[name] = [(d, err) for start, d, err in rounds if t0 + 0.1 <= start < t1]
+    for name, (t0, t1) in spans.items():
+        by_phase[name] = [(d, err) for start, d, err in client.rounds if t0 + 0.1 <= start < t1]
         print(f"ROUNDS {name:32s} {[(round(d, 2), err) for d, err in by_phase[name]]}")
 
-    spans = {name: (t0, t1) for (name, t0), (_, t1) in zip(marks, marks[1:], strict=False)}
     for name, (n, _, p99, _, worst, rates) in results.items():
         assert n >= 1000, f"{name}: only {n} acquires"
         assert p99 < 5.0, f"{name}: acquire p99 {p99:.3f} ms"
@@ -173,7 +171,8 @@ def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
         asks = [r[1:] for r in client.grant_rounds if spans[name][0] <= r[0] < spans[name][1]]
         assert rates <= {"pool", LIMIT}, (
             f"{name}: the limit moved to {rates} (fail-static); its slow or failed grant asks (s, error): "
-            f"{[a[:2] for a in asks if a[0] > 0.1 or a[1]]}, the splits answered: {sorted({x for a in asks for x in a[2] or []})}")
+            f"{[(round(d, 3), err) for d, err, _ in asks if d > 0.1 or err]}, the splits answered: "
+            f"{sorted({x for _, _, safe in asks for x in safe or []})}")
     # the faults really happened, as the reporter saw them; in the faulty phases no round succeeded
     assert all(met.values()), f"not met within {MAX_PHASE_S:g} s: {[n for n, ok in met.items() if not ok]}"
     for name in ("answers 3 s late (timeout 2 s)", "connections reset", "connections never answered",
