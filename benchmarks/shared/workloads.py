@@ -18,13 +18,14 @@ from limiter.producer import ACQUIRE_SHARE
 from ..common import row
 from . import jobs, windows
 
-__all__ = ["Workload", "workloads", "rows_for", "LIMIT", "INTERVAL_S", "WARMUP_S", "ONE_ACQUIRE", "one_acquire",
+__all__ = ["Workload", "workloads", "rows_for", "LIMIT", "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "ONE_ACQUIRE", "one_acquire",
            "SECTION"]
 
 SECTION = "shared"
 LIMIT = 1000.0
 INTERVAL_S = 1.0
 WARMUP_S = 5.0
+STREAM_REPEATS = 3   # runs of each stream whose mean has a goal (the rows: the median, and the worst window of all)
 ONE_ACQUIRE = jobs.ARROW_ROWS / LIMIT   # the static split and Redis charge each Arrow batch whole
 
 
@@ -57,18 +58,21 @@ class Workload:
 def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
     three = ("bench/b/t0", "bench/b/t1", "bench/b/t2")
     rows = 10_000 if quick else 24_000
+    # a stream's mean moves by +-2 % from one run to the next (where Spark's gaps fall against the window's echo):
+    # 8 runs of the tenant stream read 0.972-0.985, and one run alone once read 0.965
+    runs = 1 if quick else STREAM_REPEATS
     return [
-        Workload("stream, 1 topic, 2 tasks", "topic", ("ours", "static", "redis")),
-        Workload("stream, 1 topic, 4 tasks", "topic", ("ours", "static", "redis"), partitions=4),
+        Workload("stream, 1 topic, 2 tasks", "topic", ("ours", "static", "redis"), repeats=runs),
+        Workload("stream, 1 topic, 4 tasks", "topic", ("ours", "static", "redis"), partitions=4, repeats=runs),
         Workload("stream, 3 topics, tenant limit, 4 tasks", "tenant", ("ours", "static", "redis"), partitions=4,
-                 topics=three),
+                 topics=three, repeats=runs),
         Workload("stream, 3 topics, resource group, 4 tasks", "resource_group", ("ours",), partitions=4,
-                 topics=three),
+                 topics=three, repeats=runs),
         Workload("batch, 64 short tasks", "topic", ("ours", "static", "redis"), partitions=64,
                  sizes=[rows // 64] * 64),
         Workload("batch, 8 tasks, one 10x", "topic", ("ours",), partitions=8,
                  sizes=[rows * 10 // 17] + [rows // 17] * 7),
-        Workload("publish job, stream, 1 topic, 2 tasks", "topic", ("ours",), job="publish"),
+        Workload("publish job, stream, 1 topic, 2 tasks", "topic", ("ours",), job="publish", repeats=runs),
         Workload("publish job, batch, 3 topics, tenant limit, 4 tasks", "tenant", ("ours",), partitions=4,
                  topics=three, sizes=[rows // 4] * 4, job="publish"),
         Workload("stream, demand 60 % of the limit", "topic", ("ours", "static", "redis"),
@@ -145,11 +149,14 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
     else:
         # (with an executor killed, the whole run's mean holds Spark's own pause: the goal is on the one above)
         goal = kind == "ours" and w.during != "executor"
+        spread = (f"the median of {r['runs']:.0f} runs ({r['mean_low']:.3f}-{r['mean_high']:.3f})"
+                  if "mean_low" in r and w.during != "executor" else "")
         out.append(row(section, f"{label}: mean admitted / limit", r["mean"], "x",
-                       f"0.97-{most:.4g}" if goal else "", 0.97 <= r["mean"] <= most if goal else None))
+                       f"0.97-{most:.4g}" if goal else "", 0.97 <= r["mean"] <= most if goal else None, spread))
     goal = kind == "ours"
     out.append(row(section, f"{label}: worst 1-s window / limit", r["worst"], "x",
-                   f"<= {most:.4g}" if goal else "", r["worst"] <= most if goal else None))
+                   f"<= {most:.4g}" if goal else "", r["worst"] <= most if goal else None,
+                   f"the worst of {r['runs']:.0f} runs" if "runs" in r else ""))
     if "requests_per_s" in r:
         out.append(row(section, f"{label}: grant requests per participant per second", r["requests_per_s"], "/s",
                        "", None, "asks and give-backs of a worker's participant over its tasks (and a report a "

@@ -16,3 +16,17 @@ def test_a_figure_only_some_runs_have_is_the_median_of_those() -> None:
     # (a run in which no worker ended two tasks has no grant-request rate)
     runs = [{"worst": 1.0}, {"worst": 1.05, "requests_per_s": 30.0}, {"worst": 1.0, "requests_per_s": 40.0}]
     assert combined(runs) == {"worst": 1.05, "requests_per_s": 35.0, "runs": 3}
+
+
+def test_a_streams_rows_give_the_median_mean_with_its_spread_and_the_worst_window_of_all_runs() -> None:
+    from benchmarks.shared.workloads import Workload, rows_for
+    runs = [{"mean": 0.965, "worst": 1.05}, {"mean": 0.983, "worst": 1.1}, {"mean": 0.990, "worst": 1.025}]
+    figures = combined(runs)
+    assert (figures["mean"], figures["mean_low"], figures["mean_high"]) == (0.983, 0.965, 0.990)
+    rows = {r["name"].split(": ", 1)[1]: r for r in
+            rows_for(Workload("stream, 1 topic, 2 tasks", "topic", ("ours",)), "ours", "local[2]", figures)}
+    mean, worst = rows["mean admitted / limit"], rows["worst 1-s window / limit"]
+    assert (mean["value"], mean["ok"], mean["note"]) == (0.983, True, "the median of 3 runs (0.965-0.990)")
+    assert (worst["value"], worst["ok"], worst["note"]) == (1.1, False, "the worst of 3 runs")   # one run broke it
+    single = rows_for(Workload("stream, 1 topic, 2 tasks", "topic", ("ours",)), "ours", "local[2]", runs[0])
+    assert [r["note"] for r in single] == ["", ""]   # one run: no spread to tell
