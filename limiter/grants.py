@@ -63,7 +63,9 @@ and then from when they were spent, and a grant must fit both bounds: the grants
 limit (so the long-run rate is the limit), and the window's spends plus what is held within the limit and
 ``HELD_SLACK`` of it (so a burst of held tokens adds at most that to any window of consumption) -- except what
 repays the debt of the window's only spender, which pays for a spend already counted (``limiter.spent``). A
-holder that does not report is bounded by its grants alone.
+micro-batch worker's grants count there from when they are granted until its next report (it spends each chunk of
+its catch-up at once, and another worker may ask in between). A holder that does not report is bounded by its
+grants alone.
 
 ``learning_cap``: after a control-plane restart the table knows nothing of the tokens the participants are
 spending on the old process's grants or their fallback rates; until everyone has been heard from, a holder gets
@@ -321,7 +323,7 @@ class GrantWindow:
         self._outstanding[holder] = self._outstanding.get(holder, 0.0) + amount
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
-        self._spent.granted(holder, amount)
+        self._spent.granted(holder, amount, bursts=holder in self._returned)
         return amount
 
     def fair_rate(self, holder: Hashable, rate_per_s: float, now_s: float) -> float:
