@@ -19,8 +19,7 @@ admitted batch (``shared/kinds.py``); ``shared/windows.py`` turns the records in
   which Spark ran no task at all (goal >= 0.9: the limiter cannot admit rows while the master replaces the
   executor), and for the publish job every record delivered exactly once.
 
-A stream whose mean has a goal runs ``STREAM_REPEATS`` times for each kind (its mean moves by +-2 % between
-runs): its row is the median, with the runs' spread in the note, and the worst window of all of them.
+A stream whose mean has a goal runs ``STREAM_REPEATS`` times a kind: its row is the median, the spread in the note.
 
 Kinds: ``ours`` (the helpers, a shared policy), ``static`` (limit / tasks per task), ``redis`` (``limits``' moving
 window on Redis). Cost per acquire, here: a producer's ``acquire`` against a Redis ``hit``. Replicas: Bench(3).

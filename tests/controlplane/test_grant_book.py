@@ -348,23 +348,3 @@ def test_an_adaptive_limit_reads_its_sink_over_the_time_a_sender_asked_not_over_
     # 630 delivered in the 0.9 s the sink was asked: 700/s, and the cut to 0.93 x 700 (over all 1.3 s, 485/s and
     # a cut to 500)
     assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(651)
-
-
-def test_an_ask_short_of_a_spent_window_comes_back_when_the_window_frees_if_that_is_sooner(tmp_path: Path) -> None:
-    # (a poll's phase against that moment cost a micro-batch stream a share of its limit every window)
-    clock = ManualClock()
-    book = GrantBook(0.25, tmp_path, clock=clock.now_s)
-    got = 0.0
-    for at in (0.0, 0.01, 0.26, 0.51):     # the whole limit, a chunk (a quarter of it) at a time
-        clock.advance(at - clock.now_s())
-        got += book.answer("a", ask(250), POLICIES)[0].msgs
-    assert got == pytest.approx(LIMIT)
-
-    def retry_at(at: float) -> float:
-        clock.advance(at - clock.now_s())
-        grant = book.answer("a", ask(200), POLICIES)[0]
-        assert grant.msgs == 0
-        return grant.retry_s
-    assert retry_at(0.7) == pytest.approx(0.02)               # the first chunk slides out in 0.3 s: the poll
-    assert retry_at(0.99) == pytest.approx(0.01 + 0.001)      # in 10 ms: then (and a millisecond)
-    assert retry_at(0.9985) == pytest.approx(0.02 / 4)        # never sooner than a quarter of the poll
