@@ -31,10 +31,10 @@ dates a spend by the look that saw it: at or after the spend). ``SpentWindow`` k
 
 ``counted()`` is all three. A token spent in ``(t, t + window_s]`` is counted at ``t + window_s`` as a spend dated
 after ``t``, or as held by an idle holder, or as granted to a bursting one, or -- the part not bounded -- it was
-spent by a steady holder that has not reported it yet (what it spends between two asks). ``GrantWindow`` grants no more than keeps ``counted()``
-within the limit and ``HELD_SLACK`` of it, beside its own grant-time bound at the limit itself: the long-run rate
-is the limit (the grants), and tokens held through a gap, or overdrawn by an acquire, add at most ``HELD_SLACK``
-of it (and a report's lag) to any window of consumption.
+spent by a steady holder that has not reported it yet (what it spends between two asks). ``GrantWindow`` grants no
+more than keeps ``counted()`` within the limit and ``HELD_SLACK`` of it, beside its own grant-time bound at the
+limit itself: the long-run rate is the limit (the grants), and tokens held through a gap, or overdrawn by an
+acquire, add at most ``HELD_SLACK`` of it (and a report's lag) to any window of consumption.
 
 A reporting holder silent for a window is gone (it died, or moved to another control plane): what it held is
 dropped.
@@ -88,7 +88,7 @@ class SpentWindow:
         self._debts: dict[Hashable, float] = {}      # holder -> the debt it last reported (an overdrawn acquire)
         self._held: dict[Hashable, float] = {}
         self._held_total = 0.0
-        self._fresh: dict[Hashable, float] = {}   # holder that spends as it goes -> granted since its last report
+        self._fresh: dict[Hashable, float] = {}   # bursting holder -> granted since its last report
         self._fresh_total = 0.0
         self._reported: OrderedDict[Hashable, float] = OrderedDict()   # holder -> when it last reported, oldest first
 
@@ -189,7 +189,7 @@ class SpentWindow:
         return debt if others <= 1e-9 else 0.0
 
     def counted(self, now_s: float) -> float:
-        """Spent in the window ending now, held by idle holders, and granted to the others since they reported."""
+        """Spent in the window ending now, held by idle holders, and granted to bursting ones since they reported."""
         self._slide(now_s)
         return max(0.0, self._spent + self._held_total + self._fresh_total)
 
