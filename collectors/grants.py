@@ -14,7 +14,8 @@ producer goes away):
 
 - a pool below half its chunk, or with a producer waiting, asks for a chunk (plus its debt, if the first send of a
   task overdrew it); the control plane answers with what is free and the fair chunk for next time, or 0 and
-  ``retry_s`` -- the keeper asks that limit again no sooner;
+  ``retry_s`` -- the keeper asks that limit again no sooner, and wakes for it if that comes before its next round
+  (a window that frees sooner than a round: ``SOONEST_RETRY_S`` at the soonest);
 - a pool whose producers are gone (the task ended: its producers were garbage collected) or that for ``IDLE_S``
   admitted nothing and had none of its producers waiting (on it or on another level) gives its unspent tokens back
   at once, so the worker that gets the next task finds them.
@@ -59,13 +60,16 @@ from .share_rows import NONE, ShareRows
 from .spends import SpendLog
 
 __all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "MAX_DUTY", "beat_s", "OUTAGE_SWITCH_S",
-           "SAFE_BURST_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S", "HELD_UP_HEADROOM"]
+           "SAFE_BURST_S", "SOONEST_RETRY_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S", "HELD_UP_HEADROOM"]
 
 log = logging.getLogger(__name__)
 
 NOTHING = 1e-6          # per second: a pool's own refill (a rate <= 0 would mean unlimited)
 IDLE_S = 0.5            # a pool that admitted nothing this long gives its tokens back
 POLL_S = 0.02
+# the soonest a limit answered short is asked again: the control plane says when its window frees, which may be
+# sooner than a round (a round's phase against that moment cost a micro-batch stream 10-20 ms of every window)
+SOONEST_RETRY_S = 0.005
 MAX_DUTY = 0.2          # of a core: the most the keeper's rounds take at rest (see ``beat_s``)
 OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the safe rate
 # the safe rate's bucket holds this many seconds of it: each micro-batch's first send finds it full after the gap,
@@ -177,6 +181,10 @@ class Grants:
         row = self.rows.get(key)
         return row is None or now >= self._retry_at[row]
 
+    def next_due_s(self, now: float) -> float:
+        """Seconds from ``now`` until the soonest limit answered short may be asked again (inf: none waits)."""
+        return min((at for at in self._retry_at if at > now), default=math.inf) - now
+
     def paused(self, key: str, now: float) -> bool:
         """Whether the sink behind ``key`` (an adaptive limit) asked for a pause that lasts past ``now``."""
         return now < self._paused_until.get(key, -math.inf)
@@ -208,7 +216,7 @@ class Grants:
         self._most_holders = max(self._most_holders, grant.holders)
         short = ((ask.wants_msgs > 0 and 0 <= grant.msgs < ask.wants_msgs)
                  or (ask.wants_bytes > 0 and 0 <= grant.bytes < ask.wants_bytes))
-        self._retry_at[row] = now + max(grant.retry_s, POLL_S) if short else now
+        self._retry_at[row] = now + max(grant.retry_s, SOONEST_RETRY_S) if short else now
         if grant.pause_s > 0:
             self._paused_until[grant.key] = now + grant.pause_s
         else:
@@ -315,6 +323,8 @@ class GrantKeeper:
             except Exception:  # noqa: BLE001 - a bug must not kill the keeper; the limits stay as they are
                 log.debug("throttlescope: grant keeper round failed", exc_info=True)
             wait_s = beat_s(self.poll_s, time.thread_time() - started)
+            if wait_s <= self.poll_s:   # (a cheap round: one sooner, when an answer said to come back sooner)
+                wait_s = min(wait_s, max(SOONEST_RETRY_S, self.grants.next_due_s(self._now_s())))
 
     def run_once(self) -> int:
         """One look at every pool; sends the asks and returns due. Returns how many asks went out. Also called

@@ -326,6 +326,12 @@ class GrantWindow:
         self._spent.granted(holder, amount, bursts=holder in self._returned)
         return amount
 
+    def returning(self, holder: Hashable, now_s: float) -> bool:
+        """Whether ``holder`` is a micro-batch worker: back from a gap within ``RETURNING_WINDOWS`` windows, having
+        spent before it."""
+        self._slide(now_s)
+        return holder in self._returned
+
     def fair_rate(self, holder: Hashable, rate_per_s: float, now_s: float) -> float:
         """``holder``'s max-min fair share of ``rate_per_s`` by the askers' wanted rates (one who never said
         wants the whole rate), with any spare shared out in ``n + 1`` parts (one kept for a newcomer)."""

@@ -383,3 +383,24 @@ def test_a_pool_on_a_limit_shared_by_many_says_its_spends_no_more_often_than_its
     send(clock, [p], [producer], 2.0, batch=1)                         # 100 msgs/s from what it holds
     assert len(cp.grant_requests) == asked
     assert 400 / MAX_ASKS_PER_S > 2.0
+
+
+def test_a_limit_answered_short_is_asked_again_when_the_answer_says_and_the_keeper_wakes_for_it() -> None:
+    from collectors.grants import POLL_S, SOONEST_RETRY_S, Grants
+    from protocol import Grant, GrantAsk
+
+    now = [10.0]
+    grants = Grants(lambda: now[0])
+    key = "topic:publish:t/ns/x"
+
+    def answered(retry_s: float) -> None:
+        ask = GrantAsk(level="topic", name="t/ns/x", direction="publish", wants_msgs=100.0)
+        grants.record(ask, Grant(level="topic", name="t/ns/x", direction="publish", msgs=0.0, bytes=-1.0,
+                                 retry_s=retry_s, chunk_msgs=25.0), now[0])
+    answered(0.011)                      # the window frees in 11 ms: sooner than the keeper's next round
+    assert grants.next_due_s(now[0]) == pytest.approx(0.011) and POLL_S > 0.011
+    assert not grants.due(key, now[0] + 0.010) and grants.due(key, now[0] + 0.011)
+    answered(0.0)                        # a control plane that says "now" while short: not before the soonest
+    assert grants.next_due_s(now[0]) == pytest.approx(SOONEST_RETRY_S)
+    now[0] += 1.0
+    assert grants.next_due_s(now[0]) == float("inf")   # nothing waits on an answer

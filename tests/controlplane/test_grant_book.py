@@ -348,3 +348,32 @@ def test_an_adaptive_limit_reads_its_sink_over_the_time_a_sender_asked_not_over_
     # 630 delivered in the 0.9 s the sink was asked: 700/s, and the cut to 0.93 x 700 (over all 1.3 s, 485/s and
     # a cut to 500)
     assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(651)
+
+
+def test_a_micro_batch_worker_short_of_a_spent_window_comes_back_when_it_frees_a_steady_one_at_the_poll(
+        tmp_path: Path) -> None:
+    # (a poll's phase against that moment cost a micro-batch stream a share of its limit every window; a steady
+    # group's shares moved when its asks came sooner)
+    def retries(micro_batch: bool) -> list[float]:
+        clock = ManualClock()
+        book = GrantBook(0.25, tmp_path / str(micro_batch), clock=clock.now_s)
+        t0 = clock.now_s()
+
+        def answer(at: float, wants: float, returns: float = 0.0):
+            clock.advance(t0 + at - clock.now_s())
+            return book.answer("a", [GrantAsk(level="resource_group", name="rg", direction="publish",
+                                              wants_msgs=wants, returns_msgs=returns, rate_msgs_per_s=LIMIT)],
+                               POLICIES)[0]
+        start = 0.0
+        if micro_batch:      # a first micro-batch spends 90, gives 10 back at its end; Spark's gap; it is back
+            answer(0.0, 100)
+            answer(0.05, 0, returns=10)
+            start = 0.3
+        got = sum(answer(start + at, 250).msgs for at in (0.0, 0.01, 0.26, 0.51))
+        assert got == pytest.approx(LIMIT - 90 * micro_batch)     # the window spent
+        answer(start + 0.7, 200)     # (the first micro-batch's 90 have slid out by then)
+        return [answer(start + at, 200).retry_s for at in (0.99, 0.9985)]
+    # the first chunk of the catch-up slides out in 10 ms: then (and a millisecond); never sooner than a quarter
+    # of the poll
+    assert retries(micro_batch=True) == [pytest.approx(0.01 + 0.001), pytest.approx(0.02 / 4)]
+    assert retries(micro_batch=False) == [pytest.approx(0.02)] * 2
