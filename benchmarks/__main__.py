@@ -13,6 +13,7 @@ still run, and the exit status is 1. Missed goals are reported, not treated as f
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import inspect
 import json
@@ -37,7 +38,7 @@ from .common import (
     text_table,
     write_readme,
 )
-from .table import merge, readme_rows
+from .table import merge, readme_caption, readme_rows, remeasured
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_JSON = PACKAGE_DIR / "results.json"
@@ -111,6 +112,14 @@ def merged_with_previous(saved: Path, rows: list[dict[str, Any]], readme: Path =
     return merge(previous_rows(saved, readme), rows, by="section")
 
 
+def measured_span(started: str, now: datetime.datetime | None = None) -> str:
+    """``started`` ("2026-11-27 20:24 UTC") to now: "2026-11-27 20:24-21:11 UTC" (the end's date too if another
+    day)."""
+    end = now or datetime.datetime.now(datetime.UTC)
+    day, at = started.removesuffix(" UTC").split(" ")
+    return f"{day} {at}-{end:%H:%M} UTC" if end.strftime("%Y-%m-%d") == day else f"{started} - {end:%Y-%m-%d %H:%M} UTC"
+
+
 def _json_safe(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()} for r in rows]
 
@@ -181,6 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          encoding="utf-8")
     if args.write_readme:
         try:
+            if args.only and args.keep_others:   # the full run's caption stays; it says when these rows were measured
+                title = remeasured(readme_caption(args.readme.read_text(encoding="utf-8")), " and ".join(names),
+                                   measured_span(info["date"]))
             write_readme(args.readme, markdown_table(rows, title))
         except (OSError, MarkersMissing) as exc:
             print(f"cannot write the table into {args.readme}: {exc}", file=sys.stderr)

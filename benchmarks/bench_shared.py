@@ -313,7 +313,7 @@ if __name__ == "__main__":
         import datetime
 
         from .table import write_rows_into_readme
-
         when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        write_rows_into_readme(Path(__file__).resolve().parent.parent / "README.md", got, when)
+        write_rows_into_readme(Path(__file__).resolve().parent.parent / "README.md", got, when,
+                               f"shared ({' / '.join(sorted(args.only))})" if args.only else "shared")
         print("rows merged into README.md", file=sys.stderr)

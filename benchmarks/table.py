@@ -12,6 +12,10 @@ Two ways to merge (``merge``):
 - by row (some workloads of a module re-run): a row with a fresh row of the same name is replaced in place; a
   fresh row with a new name goes after the last row that shares its label (the name up to ``": "``), else
   after the last row of its section.
+
+The caption keeps the full run's date and lists what was re-measured since, and when (``remeasured``: "Some rows
+re-measured: the shared rows 2026-11-27 20:24-21:11 UTC; the quota rows ..."), the newest first; a part
+re-measured again replaces its own entry.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 from .common import MarkersMissing, markdown_table, marker_lines, write_readme
 
-__all__ = ["readme_rows", "merge", "readme_caption", "write_rows_into_readme"]
+__all__ = ["readme_rows", "merge", "readme_caption", "remeasured", "write_rows_into_readme"]
 
 _OK = {"yes": True, "MISSED": False, "-": None}
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
@@ -113,13 +117,31 @@ def merge(previous: Sequence[dict[str, Any]], fresh: Sequence[dict[str, Any]], b
     return out
 
 
-_REMEASURED = re.compile(r" Some rows re-measured [^.]*\.$")
+_REMEASURED = re.compile(r" ?Some rows re-measured:? (.*)\.$")
+_ENTRY = re.compile(r"the (.+) rows (\d{4}-\d\d-\d\d.*)")
 
 
-def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: str) -> None:
-    """Merge ``fresh`` into the README's table by row; its caption says that some rows were re-measured ``when``
-    (the full run's caption stays, with its date)."""
+def remeasured(caption: str, what: str, when: str) -> str:
+    """``caption`` saying that ``what``'s rows (a module's, or some of its workloads') were re-measured ``when``:
+    the full run's caption stays, with its date, and so does every other entry of its list of rows re-measured
+    since; an entry for ``what`` is replaced, else the new one comes first."""
+    found = _REMEASURED.search(caption)
+    base = caption[:found.start()] if found else caption
+    entries: list[tuple[str | None, str]] = []
+    if found:
+        listed = found.group(1)
+        parts = listed.split("; ") if "; " in listed else re.split(r", (?=the )", listed)
+        for part in parts:
+            entry = _ENTRY.fullmatch(part)
+            entries.append((entry.group(1), entry.group(2)) if entry else (None, part))
+    entries = [(what, when)] + [e for e in entries if e[0] != what]
+    listed = "; ".join(t if w is None else f"the {w} rows {t}" for w, t in entries)
+    return f"{base} Some rows re-measured: {listed}.".strip()
+
+
+def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: str, what: str) -> None:
+    """Merge ``fresh`` into the README's table by row; its caption says that ``what``'s rows were re-measured
+    ``when`` (``remeasured``)."""
     text = readme.read_text(encoding="utf-8")
-    caption = _REMEASURED.sub("", readme_caption(text))
     rows = merge(readme_rows(text), fresh, by="row")
-    write_readme(readme, markdown_table(rows, f"{caption} Some rows re-measured {when}."))
+    write_readme(readme, markdown_table(rows, remeasured(readme_caption(text), what, when)))

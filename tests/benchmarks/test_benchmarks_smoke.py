@@ -262,12 +262,31 @@ def test_rows_written_into_a_readme_keep_the_others_and_say_when(tmp_path) -> No
     readme = tmp_path / "README.md"
     old = [row("shared", "w: mean", 0.9, "x"), row("spark", "z", 1.0, "x")]
     readme.write_text(f"intro\n{README_START}\n{markdown_table(old, 'Measured then.')}\n{README_END}\nend\n")
-    write_rows_into_readme(readme, [row("shared", "w: mean", 0.97, "x")], "today")
-    write_rows_into_readme(readme, [row("spark", "z", 2.0, "x")], "tomorrow")
+    write_rows_into_readme(readme, [row("shared", "w: mean", 0.97, "x")], "2026-11-27 20:24 UTC", "shared (w)")
+    write_rows_into_readme(readme, [row("spark", "z", 2.0, "x")], "2026-11-28 09:00 UTC", "spark")
+    write_rows_into_readme(readme, [row("shared", "w: mean", 0.98, "x")], "2026-11-28 10:00 UTC", "shared (w)")
     text = readme.read_text()
-    assert [(r["name"], r["value"]) for r in readme_rows(text)] == [("w: mean", 0.97), ("z", 2.0)]
-    assert readme_caption(text) == "Measured then. Some rows re-measured tomorrow."
+    assert [(r["name"], r["value"]) for r in readme_rows(text)] == [("w: mean", 0.98), ("z", 2.0)]
+    # the full run's date stays, and each re-measured part says when, the newest first
+    assert readme_caption(text) == ("Measured then. Some rows re-measured: the shared (w) rows 2026-11-28 10:00 UTC; "
+                                    "the spark rows 2026-11-28 09:00 UTC.")
     assert text.startswith("intro\n") and text.endswith("end\n")
+
+
+def test_a_caption_that_listed_its_re_measured_rows_with_commas_keeps_them() -> None:
+    from benchmarks.__main__ import measured_span
+    from benchmarks.table import remeasured
+
+    old = ("Measured 2026-11-26 14:06 UTC on 2 CPUs. Some rows re-measured: the shared rows 2026-11-27 17:32-18:20 "
+           "UTC, the demo and replicas rows 2026-11-26 16:05-16:35 UTC.")
+    assert remeasured(old, "shared", "2026-11-27 20:24-21:11 UTC") == (
+        "Measured 2026-11-26 14:06 UTC on 2 CPUs. Some rows re-measured: the shared rows 2026-11-27 20:24-21:11 UTC; "
+        "the demo and replicas rows 2026-11-26 16:05-16:35 UTC.")
+    assert remeasured("", "quota", "now") == "Some rows re-measured: the quota rows now."
+    import datetime
+    end = datetime.datetime(2026, 11, 27, 21, 11, tzinfo=datetime.UTC)
+    assert measured_span("2026-11-27 20:24 UTC", end) == "2026-11-27 20:24-21:11 UTC"
+    assert measured_span("2026-11-26 23:50 UTC", end) == "2026-11-26 23:50 UTC - 2026-11-27 21:11 UTC"
 
 
 @pytest.mark.integration
@@ -307,3 +326,21 @@ def test_the_adaptive_benchmarks_micro_batch_size_must_be_a_whole_number_of_rows
     said = capsys.readouterr().err
     assert exited.value.code == 2 and "--rows-per-batch" in said and "whole number" in said, said
     assert build_parser().parse_args(["--rows-per-batch", "10000"]).rows_per_batch == 10000
+
+
+def test_a_partial_run_keeps_the_full_runs_caption_and_says_when_its_rows_were_measured(tmp_path: Path) -> None:
+    from benchmarks import __main__ as runner
+    from benchmarks.table import readme_caption, readme_rows
+
+    readme = tmp_path / "README.md"
+    old = [common.row("bucket", "a row of before", 1.0, "x"), common.row("spark", "z", 2.0, "x")]
+    readme.write_text(f"# t\n{common.README_START}\n{common.markdown_table(old, 'Measured then on 2 CPUs.')}\n"
+                      f"{common.README_END}\n")
+    assert runner.main(["--quick", "--only", "bucket", "--keep-others", "--write-readme", "--readme", str(readme),
+                        "--json", str(tmp_path / "r.json")]) == 0
+    text = readme.read_text()
+    caption = readme_caption(text)
+    assert caption.startswith("Measured then on 2 CPUs. Some rows re-measured: the bucket rows 20"), caption
+    rows = readme_rows(text)
+    assert ("spark", "z") in [(r["section"], r["name"]) for r in rows]
+    assert "a row of before" not in [r["name"] for r in rows]   # (the module's section is replaced whole)
