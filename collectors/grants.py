@@ -322,9 +322,11 @@ class GrantKeeper:
                 self.run_once()
             except Exception:  # noqa: BLE001 - a bug must not kill the keeper; the limits stay as they are
                 log.debug("throttlescope: grant keeper round failed", exc_info=True)
+            # (read before the round's CPU is taken: a look at every limit's retry, counted in the keeper's duty)
+            due_s = self.grants.next_due_s(self._now_s())
             wait_s = beat_s(self.poll_s, time.thread_time() - started)
             if wait_s <= self.poll_s:   # (a cheap round: one sooner, when an answer said to come back sooner)
-                wait_s = min(wait_s, max(SOONEST_RETRY_S, self.grants.next_due_s(self._now_s())))
+                wait_s = min(wait_s, max(SOONEST_RETRY_S, due_s))
 
     def run_once(self) -> int:
         """One look at every pool; sends the asks and returns due. Returns how many asks went out. Also called

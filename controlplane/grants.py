@@ -355,7 +355,8 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # sliding out): come back then. A poll's phase against that moment cost a stream a share of it every
         # window. (Not a steady holder: its asks at their own phases fill the window as it frees, and sooner asks
         # moved the shares of a steady group -- the others took 7-11 intervals to share a leaver's, not 6)
-        frees_s = window.retry_s(capacity, now, pending=min(wants - granted, chunk))
-        if frees_s > 0 and window.returning(holder, now):
-            retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
+        if window.returning(holder, now):   # (asked first: the window's log is read only for such a worker)
+            frees_s = window.retry_s(capacity, now, pending=min(wants - granted, chunk))
+            if frees_s > 0:
+                retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
     return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now)

@@ -385,7 +385,7 @@ def test_a_pool_on_a_limit_shared_by_many_says_its_spends_no_more_often_than_its
     assert 400 / MAX_ASKS_PER_S > 2.0
 
 
-def test_a_limit_answered_short_is_asked_again_when_the_answer_says_and_the_keeper_wakes_for_it() -> None:
+def test_a_limit_answered_short_is_asked_again_when_the_answer_says_and_says_how_soon_that_is() -> None:
     from collectors.grants import POLL_S, SOONEST_RETRY_S, Grants
     from protocol import Grant, GrantAsk
 
