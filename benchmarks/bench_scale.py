@@ -23,6 +23,8 @@ How it is measured
   pools' grant bookkeeping), its CPU for a report round and for a keeper round, and the bytes of one grant round;
   how long a limit change takes to reach it (a grant answers the new limit at the next ask; the policies come
   with the next report answer, at most one interval later).
+- A grant round that asks, for a participant of one shared limit (``ask_rows``): the keeper's CPU per ask through
+  its own connection (``collectors.grant_connection``) and, taking turns, through the reports' httpx client.
 
 The capacity curve (``curve``): for each number of limits a participant (1 -> 5,000), participants up a ladder
 (10 -> 5,000) until the report p99 misses 100 ms, each reporting every second through ``bench_load``'s
@@ -51,7 +53,7 @@ import httpx
 from collectors import Participant, RuntimeConfig
 from collectors.client import ControlPlaneClient, encoded
 from collectors.identity import Identity
-from protocol import limit_key
+from protocol import GrantAsk, GrantRequest, limit_key
 
 from .bench_load import PARTICIPANT, ControlPlaneProcess, cpu_seconds, memory_kb
 from .common import row
@@ -65,13 +67,18 @@ SENDS_PER_CYCLE = 30           # a pool holds a quarter-second chunk (25 of 100 
 
 
 class WireLog:
-    """Bytes of every request and answer of one httpx client, as they went over the wire (compressed)."""
+    """Bytes of every request and answer of one httpx client, or of a ``ControlPlaneClient`` (its httpx client's,
+    the reports, and its grant connection's, ``collectors.grant_connection``), as they went over the wire
+    (compressed)."""
 
-    def __init__(self, client: httpx.Client) -> None:
+    def __init__(self, client: ControlPlaneClient | httpx.Client) -> None:
         self.sent: list[int] = []
         self.received: list[int] = []
-        client.event_hooks["request"].append(lambda r: self.sent.append(len(r.content)))
-        client.event_hooks["response"].append(self._answer)
+        self._grants = client.grants if isinstance(client, ControlPlaneClient) else None
+        self._grants_at = (0, 0) if self._grants is None else (self._grants.sent_bytes, self._grants.received_bytes)
+        http = client._http if isinstance(client, ControlPlaneClient) else client
+        http.event_hooks["request"].append(lambda r: self.sent.append(len(r.content)))
+        http.event_hooks["response"].append(self._answer)
 
     def _answer(self, resp: httpx.Response) -> None:
         resp.read()
@@ -82,6 +89,10 @@ class WireLog:
         out = sum(self.sent), sum(self.received)
         self.sent.clear()
         self.received.clear()
+        if self._grants is not None:
+            now = self._grants.sent_bytes, self._grants.received_bytes
+            out = out[0] + now[0] - self._grants_at[0], out[1] + now[1] - self._grants_at[1]
+            self._grants_at = now
         return out
 
 
@@ -112,7 +123,7 @@ class RealParticipant:
     def __init__(self, cp: ControlPlaneProcess, limits: int) -> None:
         tracemalloc.start()
         self.client = ControlPlaneClient(cp.url, PARTICIPANT, 30.0)
-        self.wire = WireLog(self.client._http)
+        self.wire = WireLog(self.client)
         self.p = Participant(RuntimeConfig(url=cp.url, token=PARTICIPANT, report_interval_s=INTERVAL_S),
                              identity=Identity("scale", "0", "host0", 1, "scale/0"), client=self.client, start=False)
         # producers first, then the policies (one report) and the pools (one keeper round): a first send that
@@ -342,9 +353,40 @@ def keeper_rows(sizes: tuple[int, ...] = (10, 100, 1000)) -> list[dict[str, Any]
     return out
 
 
+def ask_rows(rounds: int = 200) -> list[dict[str, Any]]:
+    """One grant ask of one shared limit, as a participant's client sends it: the CPU it takes on the asking thread
+    through the client's own grant connection (``collectors.grant_connection``) and, taking turns, through the
+    reports' httpx client -- on Spark, time the task's thread waits for the GIL."""
+    cp = ControlPlaneProcess(INTERVAL_S).start()
+    try:
+        set_policies(cp, 1, 1)
+        client = ControlPlaneClient(cp.url, PARTICIPANT, 30.0)
+        lean = client.grants
+        assert lean is not None, "no grant connection: a proxy from the environment applies to the control plane"
+        ask = GrantRequest(participant_id="scale/ask", asks=[GrantAsk(
+            level="namespace", name="g0/ns0", direction="publish", wants_msgs=1.0, rate_msgs_per_s=100.0,
+            held_msgs=0.0)])
+        cpu: dict[str, list[float]] = {"http.client": [], "httpx": []}
+        for i in range(2 * rounds):
+            way = "http.client" if i % 2 == 0 else "httpx"
+            client.grants = lean if way == "http.client" else None
+            t0 = time.thread_time()
+            client.grant(ask)
+            cpu[way].append(time.thread_time() - t0)
+            time.sleep(0.005)   # (asks come apart: a keeper's beat is 20 ms, and back to back they ran warmer)
+        client.grants = lean
+        client.close()
+    finally:
+        cp.stop()
+    ms = {way: 1000 * statistics.median(v) for way, v in cpu.items()}
+    return [row(SECTION, "a grant ask of one shared limit: the participant's CPU", ms["http.client"], "ms",
+                note=f"median of {rounds}; through httpx, as the reports go: {ms['httpx']:.2f} ms "
+                     f"({ms['httpx'] / ms['http.client']:.1f}x)")]
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     groups, limits, cycles = (2, 1000, 2) if quick else (20, 5000, 3)
-    return rows_of(measure(groups, limits, cycles)) + keeper_rows() + curve(quick)
+    return rows_of(measure(groups, limits, cycles)) + keeper_rows() + ask_rows(50 if quick else 200) + curve(quick)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """HTTP to the control plane (httpx), and the backoff between failed attempts.
 
 ``ControlPlaneClient.report(report)`` POSTs one ``protocol.Report`` to ``/v1/report`` and returns the
-parsed ``ReportResponse``; ``grant(request)`` does the same for ``/v1/grant``. Every failure becomes a ``ControlPlaneError`` whose message says what happened, so the
+parsed ``ReportResponse``; ``grant(request)`` does the same for ``/v1/grant``, over a connection of its own
+(``collectors.grant_connection``: the standard library's ``http.client``, 0.4 of httpx's CPU per ask, which on
+Spark comes out of the tasks' own threads). Every failure becomes a ``ControlPlaneError`` whose message says what happened, so the
 reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that is not the
 schema) or ``Rejected`` (401/403/4xx: a wrong token or an incompatible report -- retrying will not fix it until
 someone does, but the reporter keeps retrying at the backoff cap, so fixing the control plane's side suffices).
@@ -19,6 +21,8 @@ come back in lockstep.
 from __future__ import annotations
 
 import gzip
+import http.client
+import json
 import random
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -27,6 +31,8 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from protocol import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse
+
+from . import grant_connection
 
 A = TypeVar("A", bound=BaseModel)
 GZIP_ABOVE_BYTES = 8 * 1024
@@ -66,14 +72,28 @@ def request_timeout_s(interval_s: float) -> float:
     return min(5.0, max(0.5, 2 * interval_s))
 
 
-def _reason(resp: httpx.Response) -> str:
+def _reason(body: bytes, phrase: str) -> str:
+    """What an error answer says: its JSON's ``reason``, else the start of its text, else the status phrase."""
     try:
-        body = resp.json()
-        if isinstance(body, dict) and isinstance(body.get("reason"), str):
-            return body["reason"][:500]
-    except ValueError:
+        said = json.loads(body)
+        if isinstance(said, dict) and isinstance(said.get("reason"), str):
+            return said["reason"][:500]
+    except ValueError:   # (not JSON, or not UTF-8)
         pass
-    return resp.text[:200] or resp.reason_phrase
+    return body[:200].decode("utf-8", "replace") or phrase
+
+
+def _answer(status: int, phrase: str, body: bytes, answer: type[A]) -> A:
+    """The parsed ``answer`` of a request that got HTTP ``status``, or the ``ControlPlaneError`` it makes."""
+    if status >= 500:
+        raise Unreachable(f"HTTP {status}: {_reason(body, phrase)}")
+    if status != 200:
+        raise Rejected(status, _reason(body, phrase))
+    try:
+        return answer.model_validate_json(body)
+    except ValidationError as e:
+        raise Unreachable(f"the answer is not a {answer.__name__}: {e.error_count()} error(s), first: "
+                          f"{e.errors()[0]['msg']}") from None
 
 
 class ParticipantClient(Protocol):
@@ -104,6 +124,11 @@ class ControlPlaneClient:
         self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout_s, transport=transport,
                                   limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S),
                                   verify=not url.lower().startswith("http://"))
+        # grant asks on a connection of their own (see the module essay), unless a transport was given (its requests
+        # must all go through it) or a proxy from the environment applies to the URL (httpx honours it)
+        self.grants: grant_connection.GrantConnection | None = None
+        if transport is None and grant_connection.direct(url):
+            self.grants = grant_connection.GrantConnection(url, headers, timeout_s, KEEPALIVE_EXPIRY_S)
 
     @property
     def timeout_s(self) -> float:
@@ -112,6 +137,8 @@ class ControlPlaneClient:
     @timeout_s.setter
     def timeout_s(self, value: float) -> None:
         self._http.timeout = httpx.Timeout(value)
+        if self.grants is not None:
+            self.grants.timeout_s = value
 
     def report(self, report: Report) -> ReportResponse:
         return self._post("/v1/report", report, ReportResponse)
@@ -119,7 +146,14 @@ class ControlPlaneClient:
     def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
         """Ask for tokens of shared limits, or give them back (thread-safe: the grant keeper's thread calls it);
         ``timeout_s``: this request's own timeout (default: the client's)."""
-        return self._post("/v1/grant", request, GrantAnswer, timeout_s)
+        if self.grants is None:
+            return self._post("/v1/grant", request, GrantAnswer, timeout_s)
+        try:
+            content, headers = encoded(request.model_dump_json(exclude_none=True).encode())
+            status, phrase, body = self.grants.post("/v1/grant", content, headers, timeout_s)
+        except (OSError, http.client.HTTPException) as e:
+            raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
+        return _answer(status, phrase, body, GrantAnswer)
 
     def _post(self, path: str, body: BaseModel, answer: type[A], timeout_s: float | None = None) -> A:
         try:
@@ -127,15 +161,7 @@ class ControlPlaneClient:
             resp = self._sent(path, content, headers, httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s)
         except httpx.HTTPError as e:
             raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
-        if resp.status_code >= 500:
-            raise Unreachable(f"HTTP {resp.status_code}: {_reason(resp)}")
-        if resp.status_code != 200:
-            raise Rejected(resp.status_code, _reason(resp))
-        try:
-            return answer.model_validate_json(resp.content)
-        except ValidationError as e:
-            raise Unreachable(f"the answer is not a {answer.__name__}: {e.error_count()} error(s), first: "
-                              f"{e.errors()[0]['msg']}") from None
+        return _answer(resp.status_code, resp.reason_phrase, resp.content, answer)
 
     def _sent(self, path: str, content: bytes, headers: dict[str, str], timeout: Any) -> httpx.Response:
         # a connection dropped under a request (the server closed it as it sat kept alive, or reset it) is tried
@@ -158,6 +184,8 @@ class ControlPlaneClient:
 
     def close(self) -> None:
         self._http.close()
+        if self.grants is not None:
+            self.grants.close()
 
 
 class Backoff:
