@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 import urllib.request
+import zlib
 from urllib.parse import urlsplit
 
 import httpx
@@ -71,12 +72,13 @@ class GrantConnection:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         with self._lock:
             try:
-                return self._exchange(path, content, headers, timeout)
-            except DROPPED:
-                self._drop()
-                return self._exchange(path, content, headers, timeout)
+                try:
+                    return self._exchange(path, content, headers, timeout)
+                except DROPPED:
+                    self._drop()
+                    return self._exchange(path, content, headers, timeout)
             except BaseException:
-                self._drop()   # a timeout or refusal: the next request starts on a new connection
+                self._drop()   # a timeout, a refusal, a garbled answer: the next request starts on a new connection
                 raise
 
     def _exchange(self, path: str, content: bytes, headers: dict[str, str], timeout_s: float
@@ -98,7 +100,10 @@ class GrantConnection:
         if resp.will_close:
             self._drop()
         if (resp.getheader("Content-Encoding") or "").strip().lower() == "gzip":
-            body = gzip.decompress(body)
+            try:
+                body = gzip.decompress(body)
+            except (OSError, EOFError, zlib.error) as e:
+                raise http.client.HTTPException(f"the answer says gzip and is not: {e}") from None
         return resp.status, resp.reason, body
 
     def _connect(self, timeout_s: float) -> http.client.HTTPConnection:
@@ -109,7 +114,7 @@ class GrantConnection:
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout_s)
         conn.connect()
-        # a request is a few small writes: without this, Nagle's algorithm holds the body until the headers' ACK
+        # (http.client writes a bytes body with its headers at once; nothing small then waits on Nagle's algorithm)
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 

@@ -28,6 +28,7 @@ class _Server(ThreadingHTTPServer):
         self.seen: list[dict] = []          # per request: path, headers, the body as inflated
         self.connections: set[int] = set()  # client ports
         self.status, self.answer, self.gzip_answer = 200, json.dumps(ANSWER).encode(), False
+        self.corrupt_gzip = False   # a body that says gzip and is not
 
     @property
     def url(self) -> str:
@@ -45,6 +46,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
         self.server.connections.add(self.client_address[1])
         out = gzip.compress(self.server.answer) if self.server.gzip_answer else self.server.answer
+        if self.server.corrupt_gzip:
+            out = b"\x1f\x8b" + out[2:12]   # gzip's magic, then a cut stream
         self.send_response(self.server.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -114,6 +117,12 @@ def test_an_error_answer_says_the_control_planes_reason(server: _Server) -> None
         server.status, server.answer = 200, b'{"grants": "none"}'
         with pytest.raises(Unreachable, match="not a GrantAnswer"):
             client.grant(_request())
+        server.answer = json.dumps(ANSWER).encode()
+        server.gzip_answer, server.corrupt_gzip = True, True
+        with pytest.raises(Unreachable, match="the answer says gzip and is not"):
+            client.grant(_request())
+        server.corrupt_gzip = False
+        assert client.grant(_request()).policyVersion == 7   # on a new connection
     finally:
         client.close()
 
