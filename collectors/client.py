@@ -1,10 +1,10 @@
-"""HTTP to the control plane (httpx), and the backoff between failed attempts.
+"""HTTP to the control plane (httpx; grant asks over ``http.client``), and the backoff between failed attempts.
 
-``ControlPlaneClient.report(report)`` POSTs one ``protocol.Report`` to ``/v1/report`` and returns the
-parsed ``ReportResponse``; ``grant(request)`` does the same for ``/v1/grant``, over a connection of its own
+``ControlPlaneClient.report(report)`` POSTs one ``protocol.Report`` to ``/v1/report`` and returns the parsed
+``ReportResponse``; ``grant(request)`` does the same for ``/v1/grant``, over a connection of its own
 (``collectors.grant_connection``: the standard library's ``http.client``, 0.4 of httpx's CPU per ask, which on
-Spark comes out of the tasks' own threads). Every failure becomes a ``ControlPlaneError`` whose message says what happened, so the
-reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that is not the
+Spark comes out of the tasks' own threads). Every failure becomes a ``ControlPlaneError`` whose message says what
+happened, so the reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that is not the
 schema) or ``Rejected`` (401/403/4xx: a wrong token or an incompatible report -- retrying will not fix it until
 someone does, but the reporter keeps retrying at the backoff cap, so fixing the control plane's side suffices).
 Timeouts are short (about 2 report intervals, 0.5..5 s): the reporter thread must not hang, the hot path never
