@@ -171,8 +171,8 @@ class RealParticipant:
             while self.producers[0].try_acquire(1):   # the topic sends until its pool asks
                 pass
             if self.p.applier.grants.outage_since is not None:
-                # an ask of 5,000 limits timed out (ASK_TIMEOUT_S: the control plane of 100,000 answers one in
-                # ~0.5 s): the keeper asks again once a report gets through, as the runtime's reporter thread's does
+                # an ask timed out (``collectors.grants.ask_timeout_s``): the keeper asks again once a report gets
+                # through, as the runtime's reporter thread's does
                 self.p.report_now()
             self.p.grant_keeper.run_once()
             fair = self.p.applier.grants.fair(key)

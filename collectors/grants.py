@@ -39,7 +39,10 @@ those spends, and the control plane refills nothing for that time (``limiter.gra
 unanswered is an outage too, from when it was sent: a grant ask waits at most ``ASK_TIMEOUT_S`` (twice a chunk's
 span: an answer slower than that cannot keep a pool filled), not the reporter's request timeout -- an ask hung for
 those 2 s left its pool dry and a producer waiting on the network (measured: 2.4 s), which is what the pools are
-there to prevent.
+there to prevent. A round that asks for thousands of limits at once waits ``ASK_TIMEOUT_PER_LIMIT_S`` a limit if
+that is longer (``ask_timeout_s``): the control plane answers one in time linear in them, and an ask of 5,000
+limits, answered in ~0.5 s by a control plane of 100,000, timed out now and then and put the whole participant
+on its safe rates.
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ from .share_rows import NONE, ShareRows
 from .spends import SpendLog
 
 __all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "POLL_S", "MAX_DUTY", "beat_s", "OUTAGE_SWITCH_S",
-           "SAFE_BURST_S", "SOONEST_RETRY_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S", "HELD_UP_HEADROOM"]
+           "SAFE_BURST_S", "SOONEST_RETRY_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S", "ASK_TIMEOUT_PER_LIMIT_S",
+           "ask_timeout_s", "HELD_UP_HEADROOM"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,7 @@ OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the s
 SAFE_BURST_S = 0.01
 DEFAULT_CHUNK_S = 0.25  # the first ask of a limit: this many seconds of the whole limit (the answer says more)
 ASK_TIMEOUT_S = 2 * DEFAULT_CHUNK_S   # a grant ask unanswered this long: the outage rules, from when it was sent
+ASK_TIMEOUT_PER_LIMIT_S = 0.0003      # ... or this long a limit asked for, if longer (from 1,667 limits in one round)
 URGENT_WANTS = 1.0      # message tokens an ask that carries a sink's refusal or spends wants, when the pool wants none
 # a pool spending from what it holds without asking says what it spent at least this often (an ask for a token): a
 # worker sending 100/s on a first chunk of 250 (a quarter second of the whole limit, before its rate was known) spent
@@ -253,6 +258,11 @@ def _safe(limited: bool, per_s: float) -> float:
 
 def _tokens(v: float | None) -> float:
     return v if v is not None and math.isfinite(v) and v > 0 else 0.0
+
+
+def ask_timeout_s(limits: int) -> float:
+    """How long a grant ask for ``limits`` limits waits for its answer before the outage rules apply."""
+    return max(ASK_TIMEOUT_S, limits * ASK_TIMEOUT_PER_LIMIT_S)
 
 
 def beat_s(poll_s: float, round_s: float) -> float:

@@ -57,7 +57,7 @@ from protocol import PolicySet, Report, limit_key
 from .apply import DISPATCH, PUBLISH, Applier
 from .config import RuntimeConfig
 from .dispatching import DispatchLimits
-from .grants import ASK_TIMEOUT_S, GrantKeeper, Pool
+from .grants import GrantKeeper, Pool, ask_timeout_s
 from .identity import Identity, detect_identity
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Participant:
             def now_s() -> float:
                 return self.clock.now_ns() / 1e9
             self.grant_keeper = GrantKeeper(self.identity.participant_id, self.applier.grants, self._pools,
-                                            lambda req: client.grant(req, timeout_s=ASK_TIMEOUT_S).grants,
+                                            lambda req: client.grant(req, timeout_s=ask_timeout_s(len(req.asks))).grants,
                                             self.applier.refresh, now_s, known=self._shared_keys)
             self.limits.on_throttle = self.grant_keeper.wake
             if start:

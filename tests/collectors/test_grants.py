@@ -8,7 +8,14 @@ import gc
 import pytest
 
 from collectors.client import Unreachable
-from collectors.grants import ASK_TIMEOUT_S, HELD_UP_HEADROOM, OUTAGE_SWITCH_S, SPENDS_EVERY_S
+from collectors.grants import (
+    ASK_TIMEOUT_PER_LIMIT_S,
+    ASK_TIMEOUT_S,
+    HELD_UP_HEADROOM,
+    OUTAGE_SWITCH_S,
+    SPENDS_EVERY_S,
+    ask_timeout_s,
+)
 from limiter import ManualClock
 from limiter.policy import Level, Rate
 from protocol import MAX_ASKS_PER_S, GrantAnswer, GrantRequest, limit_key
@@ -223,6 +230,12 @@ def test_a_limit_at_its_safe_split_keeps_its_answers_through_a_round_before_the_
     clock.advance(OUTAGE_SWITCH_S)
     p.applier.refresh()
     assert topic.capacity is None and topic.rate == Rate(1000)         # the split it was answered
+
+
+def test_a_round_of_thousands_of_limits_waits_longer_for_its_answer() -> None:
+    # (the control plane answers in time linear in the limits asked for: an ask of 5,000 at 0.5 s timed out)
+    assert ask_timeout_s(1) == ask_timeout_s(1000) == ASK_TIMEOUT_S
+    assert ask_timeout_s(5000) == pytest.approx(5000 * ASK_TIMEOUT_PER_LIMIT_S) and ask_timeout_s(5000) >= 1.0
 
 
 def two_sending(clock: ManualClock) -> tuple:
