@@ -3,7 +3,7 @@
 Why not httpx, as the reports go: a grant ask is a participant's most frequent request (20-40 a second per Python
 worker while a shared limit binds, one at every Spark task's start), and the keeper's thread holds the GIL for all
 of the HTTP client's own Python while it builds the request and reads the answer. httpx (with httpcore and h11)
-took 1.41 ms of CPU per ask, ``http.client`` 0.55 ms (loopback, against the control plane: the ``scale`` rows of
+took 1.42 ms of CPU per ask, ``http.client`` 0.56 ms (loopback, against the control plane: the ``scale`` rows of
 ``benchmarks/bench_scale.py``; a keeper's whole round that asks, 2.15 -> 1.05 ms).
 That time comes out of the task's own thread: a Spark task's first sends, which start the ask as they create their
 producer, waited for it. A stream at 60 % of its limit on a 2-worker cluster spent 0.7-1.35 % of its task time
