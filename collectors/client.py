@@ -146,22 +146,22 @@ class ControlPlaneClient:
     def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
         """Ask for tokens of shared limits, or give them back (thread-safe: the grant keeper's thread calls it);
         ``timeout_s``: this request's own timeout (default: the client's)."""
-        if self.grants is None:
-            return self._post("/v1/grant", request, GrantAnswer, timeout_s)
-        try:
-            content, headers = encoded(request.model_dump_json(exclude_none=True).encode())
-            status, phrase, body = self.grants.post("/v1/grant", content, headers, timeout_s)
-        except (OSError, http.client.HTTPException) as e:
-            raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
-        return _answer(status, phrase, body, GrantAnswer)
+        return self._post("/v1/grant", request, GrantAnswer, timeout_s, own=self.grants)
 
-    def _post(self, path: str, body: BaseModel, answer: type[A], timeout_s: float | None = None) -> A:
+    def _post(self, path: str, body: BaseModel, answer: type[A], timeout_s: float | None = None,
+              own: grant_connection.GrantConnection | None = None) -> A:
+        """POST ``body`` over httpx, or over ``own`` connection if given; the parsed ``answer``."""
+        content, headers = encoded(body.model_dump_json(exclude_none=True).encode())
+        failures = (OSError, http.client.HTTPException) if own is not None else (httpx.HTTPError,)
         try:
-            content, headers = encoded(body.model_dump_json(exclude_none=True).encode())
-            resp = self._sent(path, content, headers, httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s)
-        except httpx.HTTPError as e:
+            if own is not None:
+                status, phrase, raw = own.post(path, content, headers, timeout_s)
+            else:
+                resp = self._sent(path, content, headers, httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s)
+                status, phrase, raw = resp.status_code, resp.reason_phrase, resp.content
+        except failures as e:
             raise Unreachable(f"{type(e).__name__}: {e or 'no detail'}") from None
-        return _answer(resp.status_code, resp.reason_phrase, resp.content, answer)
+        return _answer(status, phrase, raw, answer)
 
     def _sent(self, path: str, content: bytes, headers: dict[str, str], timeout: Any) -> httpx.Response:
         # a connection dropped under a request (the server closed it as it sat kept alive, or reset it) is tried
