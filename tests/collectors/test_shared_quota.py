@@ -94,10 +94,17 @@ def test_two_participants_wanting_70_percent_from_a_70_30_split(cp, run_factory,
     a, b = run.wait()
     changed = b.started + change
     before = (changed - 1.0, changed)
-    # (proportional, Pulsar's, keeps each one's fraction of what was granted: a participant that fell short once
-    # stays a little short, and demand adding up to exactly the limit leaves no spare to recover it)
-    tolerance = 0.03 if strategy == "fair" else 0.08
-    assert b.rate_between(*before) / aggregate([a, b], *before) == pytest.approx(0.30, abs=tolerance)
+    split = f"before: A {a.rate_between(*before):.0f} B {b.rate_between(*before):.0f}\n" + \
+        _trace([a, b], changed - 2.0, changed)
+    if strategy == "fair":   # each gets what it wants: B (below its fair share) within 5 %, A within 20 %. On a
+        # loaded machine A's grant now and then comes late and A waits for it, while demand adding up to exactly the
+        # limit leaves no spare to catch up: under two CPU hogs, A waited up to 117 ms of a 0.25-s bin (549/700 in
+        # it), 587/700 over the second once in CI; quiet, 3 ms a bin and 700 flat
+        assert b.rate_between(*before) == pytest.approx(300, rel=0.05), split
+        assert a.rate_between(*before) >= 0.8 * 700, split
+    else:   # proportional, Pulsar's, keeps each one's fraction of what was granted: a participant that fell short
+        # once stays a little short, and demand adding up to exactly the limit leaves no spare to recover it
+        assert b.rate_between(*before) / aggregate([a, b], *before) == pytest.approx(0.30, abs=0.08), split
     after = (changed + 3 * INTERVAL_S, min(a.rows[-1]["t"], b.rows[-1]["t"]) - 0.05)
     share_b = b.rate_between(*after) / aggregate([a, b], *after)
     assert aggregate([a, b], *after) == pytest.approx(LIMIT, rel=0.05)
