@@ -122,8 +122,8 @@ def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], re
         sink.close()
 
 
-def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    """One kind's figures over its runs: the median of each; ``spread`` keeps every run's value, in order."""
+def median_of(runs: list[dict[str, float]]) -> dict[str, Any]:
+    """One kind's figures over its runs: the median of each; ``spread`` keeps every run's value, sorted."""
     out: dict[str, Any] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     out["spread"] = {key: sorted(r[key] for r in runs) for key in runs[0]}
     return out
