@@ -364,13 +364,13 @@ class AdaptiveRate:
             read_before, self._read_per_s = self._read_per_s, reading
             self._cut_to(min(self._rate * cut, max(self._rate * self.max_cut, reading * (1 - self.margin))))
             if reading * (1 - self.margin) >= self._rate:
-                # the sink's own capacity, read: the curve comes back to it, and probes above it gently when a
-                # refusal costs every sender a pause
+                # the sink's own capacity, read: the curve comes back to it -- or, when the refusal cost every sender
+                # a pause, starts at the cut (that reading is what was sent, not what the sink takes: see the essay)
+                # and probes above it gently
                 costly = self._last_pause_s >= 0.5 * self.epoch_s
-                self._reading, self._curve_probe = reading, self.probe * (PAUSED_PROBE if costly else 1.0)
+                self._reading = self._rate if costly else reading
+                self._curve_probe = self.probe * (PAUSED_PROBE if costly else 1.0)
                 self._curve_scale = reading
-                if costly:   # (that reading is what was sent, not what the sink takes -- see the essay)
-                    self._reading = self._rate
             else:
                 # a cut bounded by max_cut (the sink delivered far less than the rate: a reading of a job that was
                 # just starting, or a sink that barely answers): no capacity read, the curve probes up from the rate
