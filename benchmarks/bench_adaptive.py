@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -40,6 +39,7 @@ from .common import row
 from .shared import jobs
 from .shared.adaptive_kinds import KINDS, sender_fn
 from .shared.sink_server import SinkServer
+from .shared.windows import combined
 
 SECTION = "adaptive"
 CEILING = 2000.0
@@ -123,10 +123,9 @@ def _run_kind(bench: Any, kind: str, phases: tuple[tuple[float, float], ...], re
 
 
 def median_of(runs: list[dict[str, float]]) -> dict[str, Any]:
-    """One kind's figures over its runs: the median of each; ``spread`` keeps every run's value, sorted."""
-    out: dict[str, Any] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-    out["spread"] = {key: sorted(r[key] for r in runs) for key in runs[0]}
-    return out
+    """One kind's figures over its runs: the median of each (``combined``); ``spread`` keeps every run's value,
+    sorted."""
+    return {**combined(runs), "spread": {key: sorted(r[key] for r in runs) for key in runs[0]}}
 
 
 def _spread(r: dict[str, Any], key: str, scale: float = 1.0) -> str:

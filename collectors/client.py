@@ -4,9 +4,10 @@
 ``ReportResponse``; ``grant(request)`` does the same for ``/v1/grant``, over a connection of its own
 (``collectors.grant_connection``: the standard library's ``http.client``, 0.4 of httpx's CPU per ask, which on
 Spark comes out of the tasks' own threads). Every failure becomes a ``ControlPlaneError`` whose message says what
-happened, so the reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that is not the
-schema) or ``Rejected`` (401/403/4xx: a wrong token or an incompatible report -- retrying will not fix it until
-someone does, but the reporter keeps retrying at the backoff cap, so fixing the control plane's side suffices).
+happened, so the reporter has one thing to catch: ``Unreachable`` (connection refused, timeout, 5xx, an answer that
+is not the schema) or ``Rejected`` (401/403/4xx: a wrong token or an incompatible report -- retrying will not fix
+it until someone does, but the reporter keeps retrying at the backoff cap, so fixing the control plane's side
+suffices).
 Timeouts are short (about 2 report intervals, 0.5..5 s): the reporter thread must not hang, the hot path never
 waits on it anyway. A body larger than ``GZIP_ABOVE_BYTES`` goes gzip-compressed (level 1: the report of a
 participant with 5,000 limits is ~3 MB of JSON, ~0.5 MB compressed, in ~50 ms of its reporter thread; the common
