@@ -37,15 +37,17 @@ is congestion too: a database's latency climbs before it refuses anything.
 - **a refusal that costs a pause probes later:** a probe above an unchanged capacity ends in a refusal, and a
   refusal whose Retry-After pauses every sender for half an epoch or more (HTTP's Retry-After is whole seconds:
   at least one) costs the whole job that pause. After such a refusal the curve's ``probe`` is ``PAUSED_PROBE``
-  of it (an eighth): twice as long between probes, so one probe's pause is a smaller part of the time. And its
-  curve starts at the rate the cut set, not back at the reading: with no pause between two of its refusals the
-  sink took everything sent since the last one, so the reading is what was sent -- above what the sink takes
-  by its own bucket spread over those seconds (a sink of 700/s read as 730-780) -- and a curve flat there ran
-  into the sink on its plateau, about 7 s after each cut. Once such a curve passes its reading (the cut, now)
-  by ``margin`` with no refusal, the sink grew: it goes on from there at the full pace. Measured on the
-  benchmark's whole-second sink (four runs each): a rise from 700/s to 1,200/s followed within 16 s in two runs
-  of four (8 and 9 s), against one of seven before (11 s), with 0.85-0.91 of the capacity taken at 700/s, as
-  before.
+  of it: a slow creep, so one probe's pause is a small part of the time between two. And its curve starts at
+  the rate the cut set, not back at the reading: with no pause between two of its refusals the sink took
+  everything sent since the last one, so the reading is what was sent -- above what the sink takes by its own
+  bucket spread over those seconds (a sink of 700/s read as 730-780) -- and a curve flat there ran into the sink
+  on its plateau, about 7 s after each cut. Once such a curve passes its reading (the cut, now) by ``margin``
+  with no refusal, the sink grew: the rate climbs by ``PAUSED_STEP`` an epoch until the sink refuses. A cubic
+  flat from there (the full pace, from the rate) took 4-5 s more to reach a sink grown by 70 %, and so needed
+  probes twice as often (an eighth of the pace) to follow one within 10 s wherever in the cycle it grew -- and
+  still did not, once in three. Measured on the benchmark's whole-second sink, six runs each, the capacity
+  changing at three points of the probe cycle: the rise from 700/s to 1,200/s followed in 4-10 s in all six
+  (the cubic: 7-13 s, and once not within 16 s), 0.886-0.913 of the capacity taken at 700/s (0.834-0.908).
 - **no reading, no curve around it:** a cut bounded by ``max_cut`` read far less than the rate (a stream that had
   just started, a sink that barely answers): the curve then starts flat at the rate set and probes up from it at
   the full pace, rather than sit near a reading that says nothing. A refusal less than half an epoch of sending
@@ -71,10 +73,11 @@ The 429s go on (1,000 > 700) before it grew: max(500, min(0.85 x 1,000, 651)) = 
 there, K = cbrt((700 - 651) / (0.004 x 700)) = 2.6 s: 689, 699, 700, 708, 739, 810 at 1 to 6 s; the sink's burst
 (140) spent, the probe ends in a 429 about 6 s after the cut and the same again from ~651: a sawtooth of about
 six seconds between 651 and ~800, flat for two of them around 700. The same sink answering whole seconds (a
-pause of a second after each refusal): probe 0.0005 from the cut, 651 + 0.35 t^3 -- 660 at 3 s, 673 at 4 s, 697
-(the cut passed by the margin) at 5 s; from there at the full pace, 697 + 2.8 t^3, and the sink's bucket (140) is
-spent about 4 s later: a probe every 9 s or so at an unchanged capacity. A sink grown to 1,200/s is found the same
-way: the curve passes 1,080 about 5 s after it leaves 697 (10 s after a paused refusal).
+pause of a second after each refusal): probe 0.00024 from the cut, 651 + 0.17 t^3 -- 656 at 3 s, 672 at 5 s, 697
+(the cut passed by the margin) at 6.4 s; from there 15 % an epoch, 801 a second later, and the sink's bucket (140)
+is spent about 1.4 s into that: a probe every 9 s or so at an unchanged capacity. A sink grown to 1,200/s takes
+801, 922, 1,060, 1,219: held at 0.9 of it about 10 s after a paused refusal at most, sooner the later in the
+cycle it grew.
 Simulated (``tests/limiter``: the sink a token bucket of 700/s holding a tenth of a second, a 429 beyond it, a job
 that always wants more): 0.99 of the capacity delivered over 30 s with 0.02 % of the sends refused; the sink
 grown to 1,200/s, held at 0.9 of it from the sixth second on; shrunk to 400/s, at once. Measured in a Spark job
@@ -97,7 +100,8 @@ from .checks import at_least_zero, finite, positive
 __all__ = ["AdaptiveRate", "AdaptiveSnapshot", "Outcome", "checked_outcome"]
 
 USED = 0.7            # of the rate: an epoch that delivered less than this says nothing about the sink's capacity
-PAUSED_PROBE = 0.125  # of ``probe`` after a refusal whose Retry-After paused every sender half an epoch or more
+PAUSED_PROBE = 0.06   # of ``probe`` after a refusal whose Retry-After paused every sender half an epoch or more
+PAUSED_STEP = 0.15    # of the rate an epoch: the climb once such a probe passed its cut by the margin, clean
 MAX_PAUSES_KEPT = 256  # pauses remembered for a reading (a sink that says its exact wait: a few a second)
 CUT_AGAIN = 0.85      # the defaults of ``cut_again`` and ``probe`` (also for a state kept before they existed)
 PROBE = 0.004
@@ -200,6 +204,7 @@ class AdaptiveRate:
         self._last_epoch = (0.0, 0.0)   # (delivered, seconds) of the epoch before
         self._congested = False         # a congestion signal in the current epoch
         self._unread = 0                # refusals in a row that read nothing, at or below the last reading
+        self._stepping = False          # a paused probe passed its cut clean: the sink grew, the rate climbs
         self.ok = self.throttled = self.errors = 0
 
     def __getstate__(self) -> dict[str, object]:
@@ -215,7 +220,7 @@ class AdaptiveRate:
         self.__dict__.update({"cut_again": CUT_AGAIN, "probe": PROBE, "_read_per_s": 0.0, "_reading": rate,
                               "_base": rate, "_grown_s": 0.0, "_curve_probe": PROBE, "_curve_scale": rate,
                               "_held_epoch": False, "_last_pause_s": 0.0, "_pauses": [], "_idle": [],
-                              "_idle_since": None, "_unread": 0})
+                              "_idle_since": None, "_unread": 0, "_stepping": False})
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -310,7 +315,7 @@ class AdaptiveRate:
             self.ceiling_per_s, self.floor_per_s = ceiling, floor
             self._rate, self.changed_by = ceiling, "operator"
             self._read_per_s = self._reading = 0.0
-            self._base, self._grown_s, self._unread = ceiling, 0.0, 0
+            self._base, self._grown_s, self._unread, self._stepping = ceiling, 0.0, 0, False
 
     def snapshot(self, now_s: float) -> AdaptiveSnapshot:
         with self._lock:
@@ -381,6 +386,7 @@ class AdaptiveRate:
 
     def _cut_to(self, rate: float) -> None:
         """The rate a decrease sets (never below the floor), and the curve's start."""
+        self._stepping = False
         self._rate, self.changed_by = max(self.floor_per_s, rate), "decrease"
         self._base, self._grown_s = self._rate, 0.0
 
@@ -410,11 +416,16 @@ class AdaptiveRate:
             self._read_held_epoch(self._delivered / elapsed)
         if not self._congested and self._delivered >= USED * self._rate * elapsed and self._rate < self.ceiling_per_s:
             self._grown_s += elapsed
-            self._rate = min(self.ceiling_per_s, self._on_curve())
+            if self._stepping:
+                self._rate = min(self.ceiling_per_s, self._rate * (1 + PAUSED_STEP) ** (elapsed / self.epoch_s))
+            else:
+                self._rate = min(self.ceiling_per_s, self._on_curve())
             self.changed_by = "increase"
             self._unread = 0
             if self._curve_probe < self.probe and self._rate > (1 + self.margin) * self._reading:
-                self._anchor(self._rate)   # clean well above the capacity read: it grew; probe at the full pace
+                # clean well above the cut: the sink grew -- climb by PAUSED_STEP an epoch until it refuses (a
+                # cubic flat from here took 4-5 s more to a sink grown by 70 %)
+                self._stepping, self._curve_probe = True, self.probe
         self._start_epoch(now)
 
     def _read_held_epoch(self, held_per_s: float) -> None:
