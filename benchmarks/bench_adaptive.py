@@ -52,6 +52,17 @@ HELD_S = 3   # seconds in a row a capacity must be held to count as reached
 # runs of each kind on each sink: one run's figures swing with Spark's micro-batches (the same code followed the
 # whole-second sink's 1,200 -> 400 in 4 s and in 12 s, and took 0.81-0.92 of 700/s, in runs one after another)
 REPEATS = 3
+# the first phase of repeat i is longer by SHIFTS_S[i % 3] seconds (whole: the figures count whole seconds). At an
+# unchanged capacity the rate probes the sink every 7-9 s, and where in that cycle the capacity changes decides how
+# soon the change is found: runs of one length met it at about the same point of the cycle, and their figures moved
+# together (one code read 2, 2, 2 s in three runs, another 13 and 13 s in two)
+SHIFTS_S = (0, 3, 6)
+
+
+def phases_of_repeat(phases: tuple[tuple[float, float], ...], i: int) -> tuple[tuple[float, float], ...]:
+    """Repeat ``i``'s phases: the first longer by ``SHIFTS_S[i % 3]`` seconds, the others as they are."""
+    (capacity, length), *rest = phases
+    return ((capacity, length + SHIFTS_S[i % len(SHIFTS_S)]), *rest)
 
 
 def per_second(answers: list[tuple[float, int, bool]], t0: float, seconds: int) -> tuple[list[int], list[int]]:
@@ -201,8 +212,8 @@ def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, sinks: tuple[str, .
                     if kind == "none" and SINKS[sink]:
                         continue   # (it pauses for neither header: the same run as on the first sink)
                     runs = []
-                    for _ in range(repeats):
-                        runs.append(_run_kind(bench, kind, phases, SINKS[sink], rows_per_batch))
+                    for i in range(repeats):
+                        runs.append(_run_kind(bench, kind, phases_of_repeat(phases, i), SINKS[sink], rows_per_batch))
                         print(f"  adaptive [{sink}] [{kind}]: {runs[-1]}", file=sys.stderr, flush=True)
                     results[kind] = median_of(runs)
                 out += rows_for(results, phases, sink)

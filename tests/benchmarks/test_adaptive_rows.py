@@ -1,10 +1,11 @@
-"""The adaptive benchmark's rows: one kind's figures over repeated runs are their medians, every run shown."""
+"""The adaptive benchmark's rows: one kind's figures over repeated runs are their medians, every run shown; the
+repeats meet the capacity's changes at different points of the rate's probe cycle."""
 
 from __future__ import annotations
 
 import math
 
-from benchmarks.bench_adaptive import PHASES, median_of, rows_for
+from benchmarks.bench_adaptive import PHASES, SHIFTS_S, median_of, phases_of_repeat, rows_for
 
 
 def _figures(reach_0: float, after_mean: float, reach_1: float) -> dict[str, float]:
@@ -31,3 +32,10 @@ def test_a_single_run_has_no_spread_note() -> None:
     rows = rows_for({"ours": _figures(6, 0.93, 9)}, PHASES)
     assert all(r["note"] == "" for r in rows)
     assert rows[1]["value"] == 0.93 and rows[1]["ok"] is True
+
+
+def test_each_repeat_changes_the_capacity_at_another_point_of_the_probe_cycle() -> None:
+    firsts = [phases_of_repeat(PHASES, i)[0] for i in range(4)]
+    assert firsts == [(700.0, 20.0), (700.0, 23.0), (700.0, 26.0), (700.0, 20.0)]
+    assert all(phases_of_repeat(PHASES, i)[1:] == PHASES[1:] for i in range(4))   # the later phases as they were
+    assert all(float(s).is_integer() for s in SHIFTS_S)   # (the figures count whole seconds from each change)
