@@ -48,6 +48,11 @@ is congestion too: a database's latency climbs before it refuses anything.
   still did not, once in three. Measured on the benchmark's whole-second sink, six runs each, the capacity
   changing at three points of the probe cycle: the rise from 700/s to 1,200/s followed in 4-10 s in all six
   (the cubic: 7-13 s, and once not within 16 s), 0.886-0.913 of the capacity taken at 700/s (0.834-0.908).
+  That reading is the send rate only when no pause fell in its span: a refusal that comes within two epochs of
+  another's pause read the sink while it refused -- what it takes, if anything low, as some answers are told
+  late -- and the curve comes back to it at the full pace. Crept up to from the cut, a sink shrunk from 1,200/s
+  to 400/s, read at 360-370 after its chain of refusals, was held at 0.8-0.85 of it for the rest of the 16 s
+  in three runs of nine; back to the reading at the full pace, it was held in 7-13 s in six runs of six.
 - **no reading, no curve around it:** a cut bounded by ``max_cut`` read far less than the rate (a stream that had
   just started, a sink that barely answers): the curve then starts flat at the rate set and probes up from it at
   the full pace, rather than sit near a reading that says nothing. A refusal less than half an epoch of sending
@@ -370,9 +375,11 @@ class AdaptiveRate:
             self._cut_to(min(self._rate * cut, max(self._rate * self.max_cut, reading * (1 - self.margin))))
             if reading * (1 - self.margin) >= self._rate:
                 # the sink's own capacity, read: the curve comes back to it -- or, when the refusal cost every sender
-                # a pause, starts at the cut (that reading is what was sent, not what the sink takes: see the essay)
-                # and probes above it gently
-                costly = self._last_pause_s >= 0.5 * self.epoch_s
+                # a pause and none fell in the reading's span, starts at the cut (that reading is what was sent, not
+                # what the sink takes: see the essay) and probes above it gently. A pause in the span (``_pauses``
+                # holds those that ended in it) says the sink was read while it refused: what it takes, if anything
+                # low (its last answers not yet told), and the curve comes back to it at the full pace
+                costly = self._last_pause_s >= 0.5 * self.epoch_s and not self._pauses
                 self._reading = self._rate if costly else reading
                 self._curve_probe = self.probe * (PAUSED_PROBE if costly else 1.0)
                 self._curve_scale = reading

@@ -152,6 +152,23 @@ def test_after_a_refusal_that_paused_every_sender_the_probe_comes_later(clock: C
     assert b_seen[-1] == 1000, b_seen
 
 
+def test_a_reading_made_around_a_pause_is_the_sinks_and_the_curve_comes_back_to_it_at_the_full_pace(
+        clock: Clock) -> None:
+    """A refusal within two epochs of another's pause read the sink while it refused (what it takes, not what was
+    sent): the curve comes back to that reading at the full pace, not at the paused creep from the cut."""
+    a = rate(2000, clock)
+    deliver(a, clock, 700, 1.0)
+    a.observe(Outcome.THROTTLED, retry_after_s=1.0)   # -> 1,000 (the deepest cut), and a pause of 1 s
+    clock.advance(1.0)
+    deliver(a, clock, 600, 1.0)                       # a second after the pause: the sink read as 600
+    a.observe(Outcome.THROTTLED, retry_after_s=1.0)
+    assert a.rate_per_s() == 0 and a.snapshot().rate_per_s == pytest.approx(558, rel=0.01)   # 0.93 x 600
+    clock.advance(1.0)
+    seen = climb(a, clock, 4)
+    # 600 + 0.004 x 600 x (t - K)^3, K = 2.6 s: back at 600 by 3 s (crept from the cut: 562 at 3 s)
+    assert seen[2] == pytest.approx(600, rel=0.01) and seen[3] > 600, seen
+
+
 def test_a_cut_bounded_by_the_deepest_reads_no_capacity_and_climbs_from_the_rate(clock: Clock) -> None:
     """The first refusal of a stream that had just started: the sink read as far less than it takes."""
     a = rate(2000, clock)
