@@ -6,12 +6,13 @@ and answers 429 with a Retry-After beyond it; a Structured Streaming job (Spark'
 2,000 rows a micro-batch -- ``--rows-per-batch`` sets it --, more demand than any limit) sends to it through a
 shared limit configured at 2,000/s, in requests of 20 records (``shared/adaptive_kinds.py``). Mid-run the sink's
 capacity becomes 1,200/s, then 400/s -- after 20, 23 or 26 s at 700/s in the three runs of each kind
-(``SHIFTS_S``: the change comes at another point of the rate's probe cycle in each). Kinds: ``ours`` (the limit is ``adaptive``; every task reports each answer),
-``none`` (the same limit, not adaptive), ``alone`` (per-task AIMD: each Python worker adapts its own part of the
-limit to its own answers). A refused request is not sent again. Two sinks (``SINKS``): one whose Retry-After is
-whole seconds only, as HTTP's header is (each refusal pauses every sender of an adaptive limit for a second at
-least), and one that also sends its exact wait in ``retry-after-ms``, as Azure's services do (``none`` is run on
-the first only: it pauses for neither). Figures, from the server's own record of every answer:
+(``SHIFTS_S``: the change comes at another point of the rate's probe cycle in each). Kinds: ``ours`` (the limit
+is ``adaptive``; every task reports each answer), ``none`` (the same limit, not adaptive), ``alone`` (per-task
+AIMD: each Python worker adapts its own part of the limit to its own answers). A refused request is not sent
+again. Two sinks (``SINKS``): one whose Retry-After is whole seconds only, as HTTP's header is (each refusal
+pauses every sender of an adaptive limit for a second at least), and one that also sends its exact wait in
+``retry-after-ms``, as Azure's services do (``none`` is run on the first only: it pauses for neither). Figures,
+from the server's own record of every answer:
 
 - seconds until the sink takes >= 0.9 of its capacity over 3 seconds in a row (refusing < 5 %; goal <= 10),
   then what it takes over its capacity (goal >= 0.9) and the share of records it refuses from then on

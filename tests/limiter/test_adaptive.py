@@ -143,7 +143,7 @@ def test_after_a_refusal_that_paused_every_sender_the_probe_comes_later(clock: C
         a.observe(Outcome.THROTTLED, retry_after_s=retry_after_s)
         c.advance(1.0)
     a_seen, b_seen = climb(quick, other, 8), climb(paused, clock, 8)
-    # from the cut (558, 0.93 x 600: the reading was what was sent), at an eighth of the pace: still below the 600
+    # from the cut (558, 0.93 x 600: the reading was what was sent), at the paused pace: still below the 600
     # read at 5 s, and below 700 at 8 s (the other: back at 600 by 3 s, 979 at 8 s)
     assert b_seen[0] == pytest.approx(558, rel=0.01) and b_seen[4] < 600 and b_seen[7] < 700, b_seen
     assert a_seen[2] == pytest.approx(600, rel=0.01) and a_seen[7] > 950, a_seen
