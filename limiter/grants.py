@@ -45,6 +45,16 @@ these hold:
 - the spends (holders that ``report``, below): what they spent in the window and what idle ones hold, within
   the limit and ``HELD_SLACK`` of it.
 
+A grant that takes room which came free as an older grant slid out is *dated* when the room came free, if that was
+at most ``DATED_BACK_S`` of the window before the ask and no grant or give-back came in between (``_dated``). The
+keepers ask every 20 ms, so freed room waits up to a beat for the next ask; dated at the ask, each token's round
+took the window plus that lag, and a stream whose grants the window held read 0.985-0.993 of its limit (a
+micro-batch stream asking at the keeper's beat, simulated: 0.996; dated back, 1.0). Dated so, a grant fits every
+window that holds the moment it is dated (the room only grew since), so the rule above holds for the dated grants;
+counted at the moments the grants were made it holds for any span of ``window_s`` less ``DATED_BACK_S`` of it (a
+whole window may hold the limit and what was dated back across its start: in the simulation, one ask's chunk).
+Room that was there before (no grant the window held) or came from a give-back is dated at the ask.
+
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
 and the window credits it to its newest grants, so the next worker to get work finds it.
 
@@ -114,6 +124,10 @@ RETURNING_WINDOWS = 10
 # worker is back from one short task to the next within milliseconds: it has no gap to catch up, and echoing its
 # bursts read 1.1-1.25x the limit in a second
 RETURN_GAP_S = 0.1
+# of the window: how far before the ask a grant of room that came free may be dated (see the essay). The keepers
+# ask every 20 ms; the room a grant leaves when it slides out waits for the next ask, and dated at that ask each
+# token's round came back a poll's lag late every window (the streams read 0.985-0.993 of the limit)
+DATED_BACK_S = 0.03
 
 
 def _water_level(capacity: float, wants: list[float]) -> tuple[float, float]:
@@ -148,6 +162,10 @@ class GrantWindow:
         self.catch_up = bool(catch_up)
         self._spent_until = -math.inf            # the window is spent until then
         self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
+        # (when it came free, amount) of the entries slid out in the last DATED_BACK_S windows, oldest first: what a
+        # grant may be dated back to (see ``_dated``)
+        self._freed: deque[tuple[float, float]] = deque()
+        self._credited_at = -math.inf           # the last give-back: no grant is dated before it
         self._total = 0.0
         self._per: dict[Hashable, float] = {}     # holder -> granted to it in the window
         # holder -> when it last asked, oldest first (a re-ask moves it to the end): expiry pops from the front,
@@ -173,8 +191,11 @@ class GrantWindow:
     def _slide(self, now_s: float) -> None:
         horizon = now_s - self.window_s
         log = self._log
+        freed = self._freed
         while log and log[0][0] <= horizon:
-            _, holder, amount = log.popleft()
+            at, holder, amount = log.popleft()
+            if amount > 0:
+                freed.append((at + self.window_s, amount))
             self._total -= amount
             left = self._per.get(holder, 0.0) - amount   # (a holder's credited entries may outlive its total)
             if left <= 1e-9:
@@ -184,6 +205,8 @@ class GrantWindow:
         if not log:
             self._total = 0.0   # no float dust left behind
             self._per.clear()
+        while freed and freed[0][0] <= now_s - DATED_BACK_S * self.window_s:
+            freed.popleft()
         for holder in expire(self._askers, horizon):
             self._wants_per_s.pop(holder, None)
             self._own.pop(holder, None)
@@ -319,12 +342,30 @@ class GrantWindow:
                 self._spent_until = now_s + spent_s
         if amount <= 0:
             return 0.0
-        self._log.append([now_s, holder, amount])
+        self._log.append([self._dated(amount, capacity, now_s), holder, amount])
         self._outstanding[holder] = self._outstanding.get(holder, 0.0) + amount
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount, bursts=holder in self._returned)
         return amount
+
+    def _dated(self, amount: float, capacity: float, now_s: float) -> float:
+        """When a grant of ``amount`` (which fits the window now) is counted as granted: the moment the room it
+        needs came free as a grant slid out, if that was within ``DATED_BACK_S`` of the window and no grant or
+        give-back came since; else now (the room was there before, or came from elsewhere). Dated so, it fits
+        every window that holds that moment (the room only grew since), and it slides out a window after the room
+        came free: a token's round is the window, not the window and an ask's lag."""
+        since = max(now_s - DATED_BACK_S * self.window_s, self._credited_at)
+        if self._log:
+            since = max(since, self._log[-1][0])
+        room = capacity - self._total   # the room at every moment from the newest entry freed until now
+        for freed_at, freed in reversed(self._freed):
+            if freed_at <= since:
+                break
+            if room - freed < amount - 1e-9:
+                return min(now_s, freed_at)   # too little before this one came free
+            room -= freed   # before it came free, the window held it
+        return now_s   # the room was there before anything came free since ``since``: not the window's lag
 
     def returning(self, holder: Hashable, now_s: float) -> bool:
         """Whether ``holder`` is a micro-batch worker: back from a gap within ``RETURNING_WINDOWS`` windows, having
@@ -346,6 +387,7 @@ class GrantWindow:
         were credited (never more than it was granted in the window)."""
         left = _amount("amount", amount)
         self._slide(now_s)
+        self._credited_at = now_s
         for entry in reversed(self._log):
             if left <= 0:
                 break
