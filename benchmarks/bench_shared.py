@@ -247,12 +247,14 @@ class Bench:
 
 
 def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | None = None,
-        where: tuple[str, ...] = WHERE) -> list[dict[str, Any]]:
+        where: tuple[str, ...] = WHERE, span_s: float | None = None) -> list[dict[str, Any]]:
     if shutil.which("java") is None:
         return [row(SECTION, "skipped: Java not found", float("nan"), "", "", None)]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="bench-shared-") as tmp:
         bench = Bench(quick, Path(tmp))
+        if span_s is not None:
+            bench.duration_s = span_s
         rows = []
         try:
             for place in where:
@@ -302,11 +304,13 @@ if __name__ == "__main__":
     parser.add_argument("--only", action="append", help="a workload's name (repeatable)")
     parser.add_argument("--kind", action="append", help="ours, static or redis (repeatable; default: all)")
     parser.add_argument("--where", action="append", choices=WHERE, help="local[2] or cluster (default: both)")
+    parser.add_argument("--span-s", type=float, help="seconds each stream is measured after its warm-up "
+                        "(default 20; 10 with --quick): a longer span, a mean less moved by its ends")
     parser.add_argument("--write-readme", action="store_true",
                         help="merge these rows into README.md's table (by name; the other rows stay)")
     args = parser.parse_args()
     got = run(args.quick, set(args.only) if args.only else None, set(args.kind) if args.kind else None,
-              tuple(args.where) if args.where else WHERE)
+              tuple(args.where) if args.where else WHERE, args.span_s)
     for r in got:
         print(f"{r['name']:<90} {r['value']:10.3f} {r['unit']:<3} {r['goal']:<8} {r['ok']}")
     if args.write_readme:
