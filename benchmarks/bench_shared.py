@@ -50,9 +50,10 @@ WHERE = ("local[2]", "cluster")
 
 
 class Bench:
-    def __init__(self, quick: bool, work: Path, replicas: int = 0):   # replicas: make run-replicated's
+    def __init__(self, quick: bool, work: Path, replicas: int = 0,   # replicas: make run-replicated's
+                 span_s: float | None = None):
         self.quick, self.work = quick, work
-        self.duration_s = 10.0 if quick else 20.0
+        self.duration_s = span_s or (10.0 if quick else 20.0)
         self.cp: ControlPlaneServer | ReplicatedControlPlane = (
             ReplicatedControlPlane(work / "cp", INTERVAL_S, work, replicas) if replicas else
             ControlPlaneServer(work / "cp", INTERVAL_S, work / "cp.log")).start()
@@ -252,9 +253,7 @@ def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | Non
         return [row(SECTION, "skipped: Java not found", float("nan"), "", "", None)]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="bench-shared-") as tmp:
-        bench = Bench(quick, Path(tmp))
-        if span_s is not None:
-            bench.duration_s = span_s
+        bench = Bench(quick, Path(tmp), span_s=span_s)
         rows = []
         try:
             for place in where:
@@ -279,12 +278,8 @@ def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | Non
 def _run_all(bench: Bench, todo: list[Workload], only: set[str] | None, kinds: set[str] | None
              ) -> list[dict[str, Any]]:
     rows = []
-    for w in todo:
-        if only and w.name not in only:
-            continue
-        for kind in w.kinds:
-            if kinds and kind not in kinds:
-                continue
+    for w in (w for w in todo if not only or w.name in only):
+        for kind in (k for k in w.kinds if not kinds or k in kinds):
             try:
                 r = windows.combined([bench.run(w, kind) for _ in range(w.repeats)])
             except Exception as e:  # noqa: BLE001 - one failed workload is a failed row, not a failed table
