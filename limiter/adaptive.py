@@ -423,10 +423,9 @@ class AdaptiveRate:
             self._read_held_epoch(self._delivered / elapsed)
         if not self._congested and self._delivered >= USED * self._rate * elapsed and self._rate < self.ceiling_per_s:
             self._grown_s += elapsed
-            if self._stepping:
-                self._rate = min(self.ceiling_per_s, self._rate * (1 + PAUSED_STEP) ** (elapsed / self.epoch_s))
-            else:
-                self._rate = min(self.ceiling_per_s, self._on_curve())
+            grown = (self._rate * (1 + PAUSED_STEP) ** (elapsed / self.epoch_s) if self._stepping
+                     else self._on_curve())
+            self._rate = min(self.ceiling_per_s, grown)
             self.changed_by = "increase"
             self._unread = 0
             if self._curve_probe < self.probe and self._rate > (1 + self.margin) * self._reading:
