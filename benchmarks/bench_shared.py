@@ -27,6 +27,7 @@ window on Redis). Cost per acquire, here: a producer's ``acquire`` against a Red
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+
+from collectors.__main__ import _positive_float  # (the jobs' own CLI check: > 0, or an error saying so)
 
 from .common import row
 from .shared import jobs, windows
@@ -53,7 +56,7 @@ class Bench:
     def __init__(self, quick: bool, work: Path, replicas: int = 0,   # replicas: make run-replicated's
                  span_s: float | None = None):
         self.quick, self.work = quick, work
-        self.duration_s = span_s or (10.0 if quick else 20.0)
+        self.duration_s = span_s if span_s is not None else 10.0 if quick else 20.0
         self.cp: ControlPlaneServer | ReplicatedControlPlane = (
             ReplicatedControlPlane(work / "cp", INTERVAL_S, work, replicas) if replicas else
             ControlPlaneServer(work / "cp", INTERVAL_S, work / "cp.log")).start()
@@ -292,14 +295,12 @@ def _run_all(bench: Bench, todo: list[Workload], only: set[str] | None, kinds: s
 
 
 if __name__ == "__main__":
-    import argparse
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", action="append", help="a workload's name (repeatable)")
     parser.add_argument("--kind", action="append", help="ours, static or redis (repeatable; default: all)")
     parser.add_argument("--where", action="append", choices=WHERE, help="local[2] or cluster (default: both)")
-    parser.add_argument("--span-s", type=float, help="seconds each stream is measured after its warm-up "
+    parser.add_argument("--span-s", type=_positive_float, help="seconds each stream is measured after its warm-up "
                         "(default 20; 10 with --quick): a longer span, a mean less moved by its ends")
     parser.add_argument("--write-readme", action="store_true",
                         help="merge these rows into README.md's table (by name; the other rows stay)")
