@@ -46,14 +46,17 @@ these hold:
   the limit and ``HELD_SLACK`` of it.
 
 A grant that takes room which came free as an older grant slid out is *dated* when the room came free, if that was
-at most ``DATED_BACK_S`` of the window before the ask and no grant or give-back came in between (``_dated``). The
+at most ``DATED_BACK_S`` of the window before the ask and not before the newest grant's date (``_dated``). The
 keepers ask every 20 ms, so freed room waits up to a beat for the next ask; dated at the ask, each token's round
 took the window plus that lag, and a stream whose grants the window held read 0.985-0.993 of its limit (a
 micro-batch stream asking at the keeper's beat, simulated: 0.996; dated back, 1.0). Dated so, a grant fits every
 window that holds the moment it is dated (the room only grew since), so the rule above holds for the dated grants;
 counted at the moments the grants were made it holds for any span of ``window_s`` less ``DATED_BACK_S`` of it (a
 whole window may hold the limit and what was dated back across its start: in the simulation, one ask's chunk).
-Room that was there before (no grant the window held) or came from a give-back is dated at the ask.
+Room that was there before (no grant the window held) or came from a give-back is dated at the ask. A give-back
+of nothing (a task that ended with its pool spent: two a micro-batch on a 2-worker stream) changes no room, and
+dates nothing later; an earlier version let any give-back stop the dating of room freed before it, and the
+4-task stream read 0.995 of its limit (0.9965 since, three runs each).
 
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
 and the window credits it to its newest grants, so the next worker to get work finds it.
@@ -165,7 +168,8 @@ class GrantWindow:
         # (when it came free, amount) of the entries slid out in the last DATED_BACK_S windows, oldest first: what a
         # grant may be dated back to (see ``_dated``)
         self._freed: deque[tuple[float, float]] = deque()
-        self._credited_at = -math.inf           # the last give-back: no grant is dated before it
+        # (when, amount) of the give-backs of the same span: room that came from one is dated at the ask
+        self._credits: deque[tuple[float, float]] = deque()
         self._total = 0.0
         self._per: dict[Hashable, float] = {}     # holder -> granted to it in the window
         # holder -> when it last asked, oldest first (a re-ask moves it to the end): expiry pops from the front,
@@ -205,8 +209,9 @@ class GrantWindow:
         if not log:
             self._total = 0.0   # no float dust left behind
             self._per.clear()
-        while freed and freed[0][0] <= now_s - DATED_BACK_S * self.window_s:
-            freed.popleft()
+        for recent in (freed, self._credits):
+            while recent and recent[0][0] <= now_s - DATED_BACK_S * self.window_s:
+                recent.popleft()
         for holder in expire(self._askers, horizon):
             self._wants_per_s.pop(holder, None)
             self._own.pop(holder, None)
@@ -351,21 +356,23 @@ class GrantWindow:
 
     def _dated(self, amount: float, capacity: float, now_s: float) -> float:
         """When a grant of ``amount`` (which fits the window now) is counted as granted: the moment the room it
-        needs came free as a grant slid out, if that was within ``DATED_BACK_S`` of the window and no grant or
-        give-back came since; else now (the room was there before, or came from elsewhere). Dated so, it fits
+        needs came free as a grant slid out, if that was within ``DATED_BACK_S`` of the window and not before the
+        newest grant's date; else now (the room was there before, or came from a give-back). Dated so, it fits
         every window that holds that moment (the room only grew since), and it slides out a window after the room
         came free: a token's round is the window, not the window and an ask's lag."""
-        since = max(now_s - DATED_BACK_S * self.window_s, self._credited_at)
+        since = now_s - DATED_BACK_S * self.window_s
         if self._log:
-            since = max(since, self._log[-1][0])
-        room = capacity - self._total   # the room at every moment from the newest entry freed until now
-        for freed_at, freed in reversed(self._freed):
-            if freed_at <= since:
+            since = max(since, self._log[-1][0])   # (at it: a grant dated then took part of what came free then)
+        room = capacity - self._total   # the room at every moment from the newest change until now
+        changes = sorted([(at, came, False) for at, came in self._freed]
+                         + [(at, came, True) for at, came in self._credits], reverse=True)
+        for at, came, credited in changes:   # newest first: the room before each came was that much less
+            if at < since:
                 break
-            if room - freed < amount - 1e-9:
-                return min(now_s, freed_at)   # too little before this one came free
-            room -= freed   # before it came free, the window held it
-        return now_s   # the room was there before anything came free since ``since``: not the window's lag
+            if room - came < amount - 1e-9:
+                return now_s if credited else min(now_s, at)
+            room -= came
+        return now_s   # the room was there before anything came since ``since``: not the window's lag
 
     def returning(self, holder: Hashable, now_s: float) -> bool:
         """Whether ``holder`` is a micro-batch worker: back from a gap within ``RETURNING_WINDOWS`` windows, having
@@ -387,7 +394,6 @@ class GrantWindow:
         were credited (never more than it was granted in the window)."""
         left = _amount("amount", amount)
         self._slide(now_s)
-        self._credited_at = now_s
         for entry in reversed(self._log):
             if left <= 0:
                 break
@@ -412,6 +418,8 @@ class GrantWindow:
             else:
                 self._away_unsent.discard(holder)
         self._level = None
+        if amount - left > 0:
+            self._credits.append((now_s, amount - left))
         return amount - left
 
     def retry_s(self, capacity: float, now_s: float, pending: float = 0.0) -> float:

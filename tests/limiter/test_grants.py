@@ -168,22 +168,31 @@ def test_bad_amounts_are_refused_with_what_is_allowed(bad: object) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.floats(0, 400), st.floats(0, 0.2), st.floats(1, 2000)),
+@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.floats(0, 400), st.floats(0, 0.2), st.floats(1, 2000),
+                          st.one_of(st.none(), st.floats(0, 400))),
                 min_size=1, max_size=150),
        st.sampled_from([0.5, 1.0, 2.0]), st.floats(100, 5000))
 def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: float, capacity: float) -> None:
-    """Whatever the asks, chunks and timing: the grants returned in any window, less the ``DATED_BACK_S`` of it a
-    grant of room that just came free may be dated back, add up to <= capacity (checked from the returned amounts
-    alone, not from the table's own bookkeeping)."""
+    """Whatever the asks, give-backs, chunks and timing: the grants returned in any window (less what was given
+    back of them), less the ``DATED_BACK_S`` of it a grant of room that just came free may be dated back, add up
+    to <= capacity (checked from the returned amounts alone, not from the table's own bookkeeping)."""
     w = GrantWindow(window_s)
     now, granted = 0.0, []
     span_s = window_s * (1 - DATED_BACK_S)
-    for holder, amount, dt, chunk in steps:
+    for holder, amount, dt, chunk, gives_back in steps:
         now += dt
+        if gives_back is not None:   # its task ends: what it gives back is taken off its newest grants
+            left = w.give_back(holder, gives_back, now)
+            assert 0 <= left <= gives_back
+            for entry in reversed(granted):
+                if entry[1] == holder and entry[0] > now - window_s and left > 0:
+                    take = min(entry[2], left)
+                    entry[2], left = entry[2] - take, left - take
+            assert left <= 1e-9
         got = w.grant(holder, amount, capacity, now, fair_chunk=chunk, rate_per_s=amount * 4)
         assert 0 <= got <= min(amount, chunk)
-        granted.append((now, got))
-        in_window = sum(g for t, g in granted if t > now - span_s)
+        granted.append([now, holder, got])
+        in_window = sum(g for t, _, g in granted if t > now - span_s)
         assert in_window <= capacity * (1 + 1e-9)
 
 
@@ -350,7 +359,8 @@ def test_a_micro_batch_workers_catch_up_lasts_through_the_asks_that_draw_it() ->
 
 def test_a_grant_is_dated_back_only_to_when_the_room_it_takes_came_free() -> None:
     """Room that came free as a grant slid out, taken by the next ask 20 ms later, counts from when it came free;
-    room that was there before, or came from a give-back, counts from the ask."""
+    room that was there before, or came from a give-back, counts from the ask. A give-back of nothing (a task
+    that ended with its pool spent, every micro-batch) changes no room, and dates nothing later."""
     freed = GrantWindow(1.0, burst_s=1.0)
     freed.grant("A", 100, 100, 0.0, fair_chunk=100)                 # the window is full until 1.0
     assert freed.grant("B", 30, 100, 1.02, fair_chunk=100) == 30
@@ -361,12 +371,15 @@ def test_a_grant_is_dated_back_only_to_when_the_room_it_takes_came_free() -> Non
     assert spare.grant("B", 30, 100, 1.02, fair_chunk=100) == 30
     assert spare.granted(2.01) == 30 and spare.granted(2.02) == 0    # dated at the ask
 
-    given = GrantWindow(1.0, burst_s=1.0)
-    given.grant("A", 100, 100, 0.0, fair_chunk=100)
-    given.grant("C", 0, 100, 0.5, fair_chunk=100)
-    given.give_back("A", 0, 1.01)                                     # (a give-back after the room came free)
-    assert given.grant("B", 30, 100, 1.02, fair_chunk=100) == 30
-    assert given.granted(2.01) == 30                                  # dated at the ask
+    for wants, dated_at in ((30, 1.0), (70, 1.02)):
+        given = GrantWindow(1.0, burst_s=1.0)
+        given.grant("A", 60, 100, 0.0, fair_chunk=100)
+        given.grant("D", 40, 100, 0.5, fair_chunk=100)               # the window is full until 1.0
+        given.give_back("C", 0, 1.005)                                # (a task that ended with nothing left)
+        assert given.give_back("D", 40, 1.01) == 40                   # D's task ends: its 40 are free again
+        assert given.grant("B", wants, 100, 1.02, fair_chunk=100) == wants
+        # 30 fit in what came free at 1.0 (dated then); 70 need the 40 given back at 1.01 (dated at the ask)
+        assert given.granted(dated_at + 0.999) == wants and given.granted(dated_at + 1.0) == 0
 
 
 def test_a_micro_batch_stream_asking_at_the_keepers_beat_gets_the_whole_limit() -> None:
