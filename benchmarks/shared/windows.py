@@ -200,14 +200,15 @@ WORST_OF = ("worst", "after_worst", "gap_s", "gap_around_s", "outage_gap_s", "ho
 
 def combined(runs: list[dict[str, float]]) -> dict[str, float]:
     """One workload's figures over ``runs`` of it: the median of each, the worst of those in ``WORST_OF``; and of
-    the mean, the lowest and the highest run (``mean_low``, ``mean_high``: a reader sees how far runs spread)."""
+    the mean and the throttle time, the lowest and the highest run (``mean_low``, ``mean_high``,
+    ``throttled_low``, ``throttled_high``: a reader sees how far runs spread)."""
     if len(runs) == 1:
         return runs[0]
     out: dict[str, float] = {}
     for key in dict.fromkeys(k for r in runs for k in r):   # (a figure some runs lack: over those that have it)
         values = [r[key] for r in runs if key in r]
         out[key] = max(values) if key in WORST_OF else statistics.median(values)
-        if key == "mean":
-            out["mean_low"], out["mean_high"] = min(values), max(values)
+        if key in ("mean", "throttled"):
+            out[f"{key}_low"], out[f"{key}_high"] = min(values), max(values)
     out["runs"] = len(runs)
     return out
