@@ -182,13 +182,13 @@ def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: floa
     for holder, amount, dt, chunk, gives_back in steps:
         now += dt
         if gives_back is not None:   # its task ends: what it gives back is taken off its newest grants
-            left = w.give_back(holder, gives_back, now)
-            assert 0 <= left <= gives_back
+            credited = w.give_back(holder, gives_back, now)
+            assert 0 <= credited <= gives_back
             for entry in reversed(granted):
-                if entry[1] == holder and entry[0] > now - window_s and left > 0:
-                    take = min(entry[2], left)
-                    entry[2], left = entry[2] - take, left - take
-            assert left <= 1e-9
+                if entry[1] == holder and entry[0] > now - window_s and credited > 0:
+                    take = min(entry[2], credited)
+                    entry[2], credited = entry[2] - take, credited - take
+            assert credited <= 1e-9   # (all of it came off grants the window still held)
         got = w.grant(holder, amount, capacity, now, fair_chunk=chunk, rate_per_s=amount * 4)
         assert 0 <= got <= min(amount, chunk)
         granted.append([now, holder, got])
