@@ -165,11 +165,10 @@ class GrantWindow:
         self.catch_up = bool(catch_up)
         self._spent_until = -math.inf            # the window is spent until then
         self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
-        # (when it came free, amount) of the entries slid out in the last DATED_BACK_S windows, oldest first: what a
-        # grant may be dated back to (see ``_dated``)
-        self._freed: deque[tuple[float, float]] = deque()
-        # (when, amount) of the give-backs of the same span: room that came from one is dated at the ask
-        self._credits: deque[tuple[float, float]] = deque()
+        # (when, amount, from a give-back) of the room that came in the last DATED_BACK_S windows, oldest first: the
+        # entries that slid out (a grant may be dated back to when one did) and the give-backs (room from one is
+        # dated at the ask); see ``_dated``. Each is added just after a slide at its own moment, so in time order
+        self._room_came: deque[tuple[float, float, bool]] = deque()
         self._total = 0.0
         self._per: dict[Hashable, float] = {}     # holder -> granted to it in the window
         # holder -> when it last asked, oldest first (a re-ask moves it to the end): expiry pops from the front,
@@ -195,11 +194,10 @@ class GrantWindow:
     def _slide(self, now_s: float) -> None:
         horizon = now_s - self.window_s
         log = self._log
-        freed = self._freed
         while log and log[0][0] <= horizon:
             at, holder, amount = log.popleft()
             if amount > 0:
-                freed.append((at + self.window_s, amount))
+                self._room_came.append((at + self.window_s, amount, False))
             self._total -= amount
             left = self._per.get(holder, 0.0) - amount   # (a holder's credited entries may outlive its total)
             if left <= 1e-9:
@@ -209,9 +207,9 @@ class GrantWindow:
         if not log:
             self._total = 0.0   # no float dust left behind
             self._per.clear()
-        for recent in (freed, self._credits):
-            while recent and recent[0][0] <= now_s - DATED_BACK_S * self.window_s:
-                recent.popleft()
+        came = self._room_came
+        while came and came[0][0] <= now_s - DATED_BACK_S * self.window_s:
+            came.popleft()
         for holder in expire(self._askers, horizon):
             self._wants_per_s.pop(holder, None)
             self._own.pop(holder, None)
@@ -364,9 +362,7 @@ class GrantWindow:
         if self._log:
             since = max(since, self._log[-1][0])   # (at it: a grant dated then took part of what came free then)
         room = capacity - self._total   # the room at every moment from the newest change until now
-        changes = sorted([(at, came, False) for at, came in self._freed]
-                         + [(at, came, True) for at, came in self._credits], reverse=True)
-        for at, came, credited in changes:   # newest first: the room before each came was that much less
+        for at, came, credited in reversed(self._room_came):   # newest first: before each, that much less room
             if at < since:
                 break
             if room - came < amount - 1e-9:
@@ -419,7 +415,7 @@ class GrantWindow:
                 self._away_unsent.discard(holder)
         self._level = None
         if amount - left > 0:
-            self._credits.append((now_s, amount - left))
+            self._room_came.append((now_s, amount - left, True))
         return amount - left
 
     def retry_s(self, capacity: float, now_s: float, pending: float = 0.0) -> float:
