@@ -92,6 +92,14 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
     ] if cluster else [])
 
 
+def _spread(r: dict[str, float], key: str, digits: int) -> str:
+    """'the median of N runs (lowest-highest)' of figure ``key`` over repeated runs (``windows.combined``);
+    '' for one run."""
+    if f"{key}_low" not in r:
+        return ""
+    return f"the median of {r['runs']:.0f} runs ({r[key + '_low']:.{digits}f}-{r[key + '_high']:.{digits}f})"
+
+
 def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: str = SECTION
              ) -> list[dict[str, Any]]:
     """The table rows of one run of ``w`` by ``kind`` on ``where`` (its figures ``r``, see ``Bench.run``), in
@@ -121,11 +129,11 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
             return out
     if w.pace_per_task:
         demand = w.pace_per_task * w.partitions / LIMIT
-        spread = (f"; the median of {r['runs']:.0f} runs ({r['throttled_low']:.4f}-{r['throttled_high']:.4f})"
-                  if "throttled_low" in r else "")
+        spread = _spread(r, "throttled", 4)
         out.append(row(section, f"{label}: throttle time / task time", r["throttled"], "x",
                        "< 0.01" if kind == "ours" else "", r["throttled"] < 0.01 if kind == "ours" else None,
-                       "time the tasks waited for the limiter while the aggregate was below it" + spread))
+                       "time the tasks waited for the limiter while the aggregate was below it"
+                       + (f"; {spread}" if spread else "")))
         out.append(row(section, f"{label}: delivered / demanded", r["mean"] / demand, "x", "", None,
                        "Spark's gaps between micro-batches count against every kind alike"))
     elif w.during == "cut":
@@ -153,8 +161,7 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
     else:
         # (with an executor killed, the whole run's mean holds Spark's own pause: the goal is on the one above)
         goal = kind == "ours" and w.during != "executor"
-        spread = (f"the median of {r['runs']:.0f} runs ({r['mean_low']:.3f}-{r['mean_high']:.3f})"
-                  if "mean_low" in r and w.during != "executor" else "")
+        spread = _spread(r, "mean", 3) if w.during != "executor" else ""
         out.append(row(section, f"{label}: mean admitted / limit", r["mean"], "x",
                        f"0.97-{most:.4g}" if goal else "", 0.97 <= r["mean"] <= most if goal else None, spread))
     goal = kind == "ours"
