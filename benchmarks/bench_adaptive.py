@@ -16,7 +16,8 @@ from the server's own record of every answer:
 
 - seconds until the sink takes >= 0.9 of its capacity over 3 seconds in a row (refusing < 5 %; goal <= 10),
   then what it takes over its capacity (goal >= 0.9) and the share of records it refuses from then on
-  (goal < 1 %);
+  (goal < 1 %), and where the rest went: the shares of that time in which the sink was not asked, paused by a
+  refusal's Retry-After or between two of Spark's micro-batches (``silent_shares``);
 - seconds to follow each capacity change (the same test at the new capacity; goal <= 10 each);
 - over the whole run, ours against the other two: it must refuse less than both, and deliver more than per-task
   AIMD (without adaptation the sink is always full: it takes its capacity whatever it refuses, so no limiter
@@ -51,6 +52,10 @@ PHASES = ((700.0, 20.0), (1200.0, 16.0), (400.0, 16.0))
 QUICK_PHASES = ((700.0, 12.0), (1200.0, 10.0), (400.0, 10.0))
 SINKS = {"Retry-After": False, "+ retry-after-ms": True}   # name -> the sink sends retry-after-ms too
 HELD_S = 3   # seconds in a row a capacity must be held to count as reached
+# a silence between two answers longer than this is time the sink was not asked: after a refusal, the pause its
+# Retry-After asked for; else Spark's gap between two micro-batches (two tasks sending 20-record requests at 700/s
+# are answered about 30 ms apart, 60 ms at most)
+SILENT_S = 0.12
 # runs of each kind on each sink: one run's figures swing with Spark's micro-batches (the same code followed the
 # whole-second sink's 1,200 -> 400 in 4 s and in 12 s, and took 0.81-0.92 of 700/s, in runs one after another)
 REPEATS = 3
@@ -87,6 +92,23 @@ def reached_s(taken: list[int], refused: list[int], capacity: float) -> float:
     return float("inf")
 
 
+def silent_shares(answers: list[tuple[float, int, bool]], start: float, end: float) -> tuple[float, float]:
+    """(paused, idle): the shares of ``[start, end)`` in which the sink was not asked, for longer than
+    ``SILENT_S`` at a time -- after a refusal (the senders paused for its Retry-After), or after an answer that
+    took its records (no sender had anything to send: Spark's gap between two micro-batches). What the sink could
+    take in them is lost whatever the rate: they bound the taken share from above."""
+    times = sorted((t, ok) for t, _, ok in answers if start <= t < end)
+    paused = idle = 0.0
+    for (t, ok), (t_next, _) in zip(times, times[1:], strict=False):
+        if t_next - t > SILENT_S:
+            if ok:
+                idle += t_next - t
+            else:
+                paused += t_next - t
+    span = max(end - start, 1e-9)
+    return paused / span, idle / span
+
+
 def figures(answers: list[tuple[float, int, bool]], t0: float, phases: tuple[tuple[float, float], ...]
             ) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -100,6 +122,8 @@ def figures(answers: list[tuple[float, int, bool]], t0: float, phases: tuple[tup
             t_after, r_after = sum(taken[after]), sum(refused[after])
             out["after_mean"] = t_after / (capacity * max(1, len(taken[after])))
             out["after_refused"] = r_after / max(1, t_after + r_after)
+            after_s = (after.start or 0) + start
+            out["after_paused"], out["after_idle"] = silent_shares(answers, t0 + after_s, t0 + start + len(taken))
         start += int(length)
     taken, refused = per_second(answers, t0, start)
     out["taken"], out["refused_share"] = float(sum(taken)), sum(refused) / max(1, sum(taken) + sum(refused))
@@ -168,6 +192,10 @@ def rows_for(results: dict[str, dict[str, Any]], phases: tuple[tuple[float, floa
             row(SECTION, f"{name}: refused after that", 100 * r["after_refused"], "%",
                 "< 1" if ours else "", r["after_refused"] < 0.01 if ours else None,
                 _spread(r, "after_refused", 100)),
+            row(SECTION, f"{name}: time paused after that (a refusal's Retry-After)", 100 * r["after_paused"], "%",
+                note=_spread(r, "after_paused", 100)),
+            row(SECTION, f"{name}: time not asked after that (Spark's gaps)", 100 * r["after_idle"], "%",
+                note=_spread(r, "after_idle", 100)),
             row(SECTION, f"{name}: seconds to follow {c0:,} -> {c1:,}", r["reach_1"], "s",
                 "<= 10" if ours else "", r["reach_1"] <= 10 if ours else None, _spread(r, "reach_1")),
             row(SECTION, f"{name}: seconds to follow {c1:,} -> {c2:,}", r["reach_2"], "s",

@@ -1,16 +1,25 @@
 """The adaptive benchmark's rows: one kind's figures over repeated runs are their medians, every run shown; the
-repeats meet the capacity's changes at different points of the rate's probe cycle."""
+repeats meet the capacity's changes at different points of the rate's probe cycle; the time after the capacity
+was reached is split into what the sink was not asked for (paused by a refusal, or between micro-batches)."""
 
 from __future__ import annotations
 
 import math
 
-from benchmarks.bench_adaptive import PHASES, SHIFTS_S, median_of, phases_of_repeat, rows_for
+from benchmarks.bench_adaptive import (
+    PHASES,
+    SHIFTS_S,
+    figures,
+    median_of,
+    phases_of_repeat,
+    rows_for,
+    silent_shares,
+)
 
 
 def _figures(reach_0: float, after_mean: float, reach_1: float) -> dict[str, float]:
-    return {"reach_0": reach_0, "after_mean": after_mean, "after_refused": 0.002, "reach_1": reach_1,
-            "reach_2": 5.0, "taken": 25000.0, "refused_share": 0.012}
+    return {"reach_0": reach_0, "after_mean": after_mean, "after_refused": 0.002, "after_paused": 0.08,
+            "after_idle": 0.04, "reach_1": reach_1, "reach_2": 5.0, "taken": 25000.0, "refused_share": 0.012}
 
 
 def test_repeated_runs_read_as_their_medians_with_every_run_in_the_note() -> None:
@@ -39,3 +48,29 @@ def test_each_repeat_changes_the_capacity_at_another_point_of_the_probe_cycle() 
     assert firsts == [(700.0, 20.0), (700.0, 23.0), (700.0, 26.0), (700.0, 20.0)]
     assert all(phases_of_repeat(PHASES, i)[1:] == PHASES[1:] for i in range(4))   # the later phases as they were
     assert all(float(s).is_integer() for s in SHIFTS_S)   # (the figures count whole seconds from each change)
+
+
+def _steady(start: float, end: float, every_s: float = 0.03) -> list[tuple[float, int, bool]]:
+    n = round((end - start) / every_s)
+    return [(start + i * every_s, 20, True) for i in range(n)]
+
+
+def test_the_silences_after_a_refusal_are_pauses_and_the_others_spark_gaps() -> None:
+    # 10 s answered every 30 ms, but for a refusal at 3.0 s followed by a second's pause, and a 0.3-s gap at 7.0 s
+    answers = _steady(0.0, 3.0) + [(3.0, 20, False)] + _steady(4.0, 7.0) + _steady(7.3, 10.0)
+    paused, idle = silent_shares(answers, 0.0, 10.0)
+    assert math.isclose(paused, 0.1, abs_tol=1e-6)
+    assert math.isclose(idle, 0.033, abs_tol=1e-6)   # from the last answer before the gap (6.97 s) to 7.3 s
+    assert silent_shares(_steady(0.0, 10.0), 0.0, 10.0) == (0.0, 0.0)       # answers 30 ms apart: never silent
+    assert silent_shares(answers, 4.0, 7.0) == (0.0, 0.0)                   # only the span asked for counts
+
+
+def test_the_first_phase_says_where_the_time_after_the_capacity_was_reached_went() -> None:
+    # 700/s taken from the start (35 answers of 20 a second), a refusal and its second of pause at 10 s
+    answers = [(t, n, ok) for t, n, ok in _steady(0.0, 10.0, 1 / 35) + [(10.0, 20, False)]
+               + _steady(11.0, 20.0, 1 / 35)]
+    out = figures(answers, 0.0, ((700.0, 20.0), (1200.0, 10.0), (400.0, 10.0)))
+    assert out["reach_0"] == 0
+    assert math.isclose(out["after_paused"], 1 / 20, abs_tol=0.002)
+    assert out["after_idle"] == 0
+    assert math.isclose(out["after_mean"], 19 / 20, abs_tol=0.01)
