@@ -35,6 +35,16 @@ def test_repeated_runs_read_as_their_medians_with_every_run_in_the_note() -> Non
     assert follow["value"] == 11 and follow["ok"] is False
     assert follow["note"].endswith("8, 11, inf")                           # a run that never followed says so
     assert rows["refused over the run"]["note"] == "the median of 3 runs: 1.2, 1.2, 1.2"
+    names = list(rows)   # where the time after convergence went: right after what it was taken and refused
+    assert names[3:5] == ["time paused after that (a refusal's Retry-After)", "time not asked after that (Spark's gaps)"]
+    assert rows["time paused after that (a refusal's Retry-After)"]["value"] == 8
+
+
+def test_only_the_limit_that_pauses_every_sender_says_where_its_time_went() -> None:
+    rows = rows_for({"ours": _figures(6, 0.93, 9), "none": _figures(math.inf, 0.8, math.inf)}, PHASES)
+    paused = [r["name"] for r in rows if "time paused" in r["name"]]
+    assert paused == ["sink of 700/s (Retry-After), limit 2,000 [ours]: time paused after that (a refusal's "
+                      "Retry-After)"]
 
 
 def test_a_single_run_has_no_spread_note() -> None:
