@@ -77,8 +77,7 @@ def test_the_silences_after_a_refusal_are_pauses_and_the_others_spark_gaps() -> 
 
 def test_the_first_phase_says_where_the_time_after_the_capacity_was_reached_went() -> None:
     # 700/s taken from the start (35 answers of 20 a second), a refusal and its second of pause at 10 s
-    answers = [(t, n, ok) for t, n, ok in _steady(0.0, 10.0, 1 / 35) + [(10.0, 20, False)]
-               + _steady(11.0, 20.0, 1 / 35)]
+    answers = _steady(0.0, 10.0, 1 / 35) + [(10.0, 20, False)] + _steady(11.0, 20.0, 1 / 35)
     out = figures(answers, 0.0, ((700.0, 20.0), (1200.0, 10.0), (400.0, 10.0)))
     assert out["reach_0"] == 0
     assert math.isclose(out["after_paused"], 1 / 20, abs_tol=0.002)
