@@ -71,10 +71,15 @@ def test_dispatch_task_resumes_from_its_cursor(tmp_path: Path):
 
 
 def test_offload_task_stopped_mid_copy_leaves_no_partial_ledger(tmp_path: Path):
+    # the throttle's windows are fixed seconds, at a phase of their own: the first ledger fits the window the copy
+    # starts in, and the second needs two more, so the deadline falls between the two at any phase (two ledgers of
+    # 150 kB and a deadline of 1 s: the first done anywhere in 0-1 s, the second as early as 1 s -- a CI run
+    # stopped the first)
     participant().offload_throttle.bytes_per_s = 100_000
-    make_ledgers(tmp_path / "hot", 2, 150_000)
+    make_ledgers(tmp_path / "hot", 1, 100_000)
+    (tmp_path / "hot" / "ledger-000001.bin").write_bytes(bytes(range(250)) * 1_000)
     config = OffloadConfig(hot=str(tmp_path / "hot"), cold=str(tmp_path / "cold"), chunk_bytes=10_000)
-    (result,) = offload_groups(iter([["ledger-000000.bin", "ledger-000001.bin"]]), config, time.time() + 1.0)
+    (result,) = offload_groups(iter([["ledger-000000.bin", "ledger-000001.bin"]]), config, time.time() + 1.5)
     assert [c["ledger"] for c in result["copied"]] == ["ledger-000000.bin"]
     assert result["left"] == ["ledger-000001.bin"] and result["reads_limited"] > 0
     assert sorted(p.name for p in (tmp_path / "cold").iterdir()) == ["ledger-000000.bin", "ledger-000000.bin.sha256"]
