@@ -193,6 +193,17 @@ def rows_for(results: dict[str, dict[str, Any]], phases: tuple[tuple[float, floa
             row(SECTION, f"{name}: refused after that", 100 * r["after_refused"], "%",
                 "< 1" if ours else "", r["after_refused"] < 0.01 if ours else None,
                 _spread(r, "after_refused", 100)),
+        ]
+        if ours:
+            # (where ours' time after convergence went; not for the others: without a pause for every sender, a
+            # silence after a refusal is as often Spark's gap -- without adaptation most answers are refusals)
+            out += [
+                row(SECTION, f"{name}: time paused after that (a refusal's Retry-After)", 100 * r["after_paused"],
+                    "%", note=_spread(r, "after_paused", 100)),
+                row(SECTION, f"{name}: time not asked after that (Spark's gaps)", 100 * r["after_idle"], "%",
+                    note=_spread(r, "after_idle", 100)),
+            ]
+        out += [
             row(SECTION, f"{name}: seconds to follow {c0:,} -> {c1:,}", r["reach_1"], "s",
                 "<= 10" if ours else "", r["reach_1"] <= 10 if ours else None, _spread(r, "reach_1")),
             row(SECTION, f"{name}: seconds to follow {c1:,} -> {c2:,}", r["reach_2"], "s",
@@ -200,15 +211,6 @@ def rows_for(results: dict[str, dict[str, Any]], phases: tuple[tuple[float, floa
             row(SECTION, f"{name}: refused over the run", 100 * r["refused_share"], "%",
                 note=_spread(r, "refused_share", 100)),
         ]
-        if ours:
-            # (where ours' time after convergence went; not for the others: without a pause for every sender, a
-            # silence after a refusal is as often Spark's gap -- without adaptation most answers are refusals)
-            out[-3:-3] = [
-                row(SECTION, f"{name}: time paused after that (a refusal's Retry-After)", 100 * r["after_paused"],
-                    "%", note=_spread(r, "after_paused", 100)),
-                row(SECTION, f"{name}: time not asked after that (Spark's gaps)", 100 * r["after_idle"], "%",
-                    note=_spread(r, "after_idle", 100)),
-            ]
     ours = results.get("ours")
     for other in ("none", "alone"):
         theirs = results.get(other)
