@@ -71,10 +71,11 @@ def test_dispatch_task_resumes_from_its_cursor(tmp_path: Path):
 
 
 def test_offload_task_stopped_mid_copy_leaves_no_partial_ledger(tmp_path: Path):
-    # the throttle's windows are fixed seconds, at a phase of their own: the first ledger fits the window the copy
-    # starts in, and the second needs two more, so the deadline falls between the two at any phase (two ledgers of
-    # 150 kB and a deadline of 1 s: the first done anywhere in 0-1 s, the second as early as 1 s -- a CI run
-    # stopped the first)
+    # the throttle's windows are fixed seconds, at a phase of their own: the first ledger (100 kB) fits the window
+    # the copy starts in (or, if earlier reads used some of it, the next, within 1 s), and the second (250 kB)
+    # takes two and a half windows after that one, done no sooner than 2 s -- so the deadline at 1.5 s falls
+    # between the two at any phase (two ledgers of 150 kB and a deadline of 1 s: the first done anywhere in 0-1 s,
+    # the second as early as 1 s -- a CI run stopped the first)
     participant().offload_throttle.bytes_per_s = 100_000
     make_ledgers(tmp_path / "hot", 1, 100_000)
     (tmp_path / "hot" / "ledger-000001.bin").write_bytes(bytes(range(250)) * 1_000)
