@@ -83,3 +83,19 @@ def test_the_first_phase_says_where_the_time_after_the_capacity_was_reached_went
     assert math.isclose(out["after_paused"], 1 / 20, abs_tol=0.002)
     assert out["after_idle"] == 0
     assert math.isclose(out["after_mean"], 19 / 20, abs_tol=0.01)
+
+
+def test_ours_must_deliver_more_than_no_adaptation_on_both_sinks_against_the_one_kind_of_run() -> None:
+    ours = {**_figures(6, 0.93, 9), "taken": 27000.0}
+    none = {**_figures(math.inf, 0.8, math.inf), "taken": 30000.0, "refused_share": 0.7}
+    first = {r["name"]: r for r in rows_for({"ours": ours, "none": none}, PHASES)}
+    missed = first["Retry-After: delivered over the run, ours / none"]
+    assert missed["value"] == 0.9 and missed["goal"] == ">= 1" and missed["ok"] is False and missed["note"] == ""
+    # the sink with retry-after-ms: no adaptation's runs are those of the first sink, compared, not shown again
+    more = {**ours, "taken": 36000.0}
+    second = {r["name"]: r for r in rows_for({"ours": more}, PHASES, "+ retry-after-ms", none)}
+    met = second["+ retry-after-ms: delivered over the run, ours / none"]
+    assert met["value"] == 1.2 and met["ok"] is True and "Retry-After sink" in met["note"]
+    assert second["+ retry-after-ms: refused over the run, ours - none"]["ok"] is True
+    assert not any("[none]" in name for name in second)
+    assert "+ retry-after-ms: delivered over the run, ours / alone" not in second   # (no runs of that kind given)
