@@ -202,8 +202,6 @@ class GrantBook:
         msgs_capacity, pause_s = windows.adapt(limit, rate, ask, now)
         if pause_s > 0:   # the sink asked for a pause: nothing for anyone until then (what it says is kept)
             ask = ask.model_copy(update={"wants_msgs": 0.0, "wants_bytes": 0.0})
-            windows.msgs.pause(now + pause_s)
-            windows.bytes.pause(now + pause_s)
         m = _one(windows.msgs, participant_id, msgs_capacity, rate.period_s, ask, "msgs", now, learning,
                  proportional, leaving)
         b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,

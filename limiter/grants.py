@@ -87,13 +87,6 @@ no more than that rate and starts empty, nor catches up a gap when it comes back
 until this ask, so a first burst would come on top of a window's worth already spent (two holders at 500/s of
 1,000 that come back would otherwise take 500 each at once, 2,000 in the second around the restart).
 
-``pause``: the sink behind an adaptive limit asked every sender to wait (Retry-After). Nothing is granted until
-then (the caller asks for nothing), and every holder is paced from the pause's end, from empty, as is a newcomer
-within a window of it: the holders' buckets refilled through the pause, or came back full (a pause of a window
-forgets them), and their first grants came to the sink at once on top of their pace -- 0.2 s of the rate in the
-first 0.1 s, measured at a sink of 700/s whose own bucket holds 0.2 s of it: whenever the rate was above the
-sink's, a refusal just after the pause, and another second's pause.
-
 ``fell_back``: a participant whose asks fail spends its pool, then runs at its fallback rate, and no grant counts
 those spends (a replica failing fast while its shared store is back, a control plane that stalls). Its ask after
 that says so, and the holder is paced from its return, its bucket empty: what it held when it left and the refill
@@ -171,7 +164,6 @@ class GrantWindow:
         # such a holder is paced from its return instead
         self.catch_up = bool(catch_up)
         self._spent_until = -math.inf            # the window is spent until then
-        self._paused_until = -math.inf           # the sink asked every sender to pause until then (``pause``)
         self._log: deque[list] = deque()        # [granted_at_s, holder, amount], oldest first
         # (when, amount, from a give-back) of the room that came in the last DATED_BACK_S windows, oldest first: the
         # entries that slid out (a grant may be dated back to when one did) and the give-backs (room from one is
@@ -331,9 +323,6 @@ class GrantWindow:
                 # The sink refilled its own burst while no one sent, but only that, and it was spent when the gap
                 # began; every holder's refill on top came to it at once (measured: about a refusal a micro-batch)
                 own = min(own, held[0])
-        if now_s - self._paused_until < self.window_s and (held is None or held[1] < self._paused_until):
-            # the sink asked every sender to pause since this holder's last ask: paced from the pause's end
-            own = min(own, max(0.0, now_s - self._paused_until) * fair_per_s)
         if fell_back:
             # it ran at its fallback rate since its last ask (its asks failed: a replica failing fast while its
             # shared store was back), which no grant counts: what its bucket held when it left, and the refill
@@ -362,11 +351,6 @@ class GrantWindow:
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount, bursts=holder in self._returned)
         return amount
-
-    def pause(self, until_s: float) -> None:
-        """The sink behind the limit asked every sender to pause until ``until_s``: every holder is paced from then,
-        from empty (see the module essay); the grants until then are the caller's to refuse."""
-        self._paused_until = max(self._paused_until, float(until_s))
 
     def _dated(self, amount: float, capacity: float, now_s: float) -> float:
         """When a grant of ``amount`` (which fits the window now) is counted as granted: the moment the room it

@@ -128,24 +128,6 @@ def test_without_catch_up_a_holder_back_from_a_gap_is_paced_from_its_return() ->
     assert w.grant("A", 1000, 1000, 0.95, fair_chunk=1000) >= 100
 
 
-@pytest.mark.parametrize("pause_s", [0.3, 1.1])
-def test_after_the_sinks_pause_a_holder_is_paced_from_its_end_from_empty(pause_s: float) -> None:
-    # an adaptive limit's window, one holder at 1,000/s; the sink asks every sender to pause at 1.0 s (the caller
-    # asks for nothing until its end). A short pause: its bucket refilled through it; one past the window: it was
-    # forgotten, and came back as a newcomer with a full one. Either way 0.1 s of the rate at once, on top of its pace
-    def asks(paused: bool) -> list[float]:
-        w = GrantWindow(1.0, 0.1, catch_up=False)
-        for t in (0.0, 0.5, 1.0):
-            w.grant("A", 1000, 1000, t, fair_chunk=1000)
-        if paused:
-            w.pause(1.0 + pause_s)
-        end = 1.0 + pause_s
-        return [w.grant("A", 1000, 1000, t, fair_chunk=1000) for t in (end, end + 0.02, end + 0.05)]
-
-    assert asks(paused=True) == [0, pytest.approx(20), pytest.approx(30)]       # paced from the pause's end
-    assert asks(paused=False) == [pytest.approx(100), pytest.approx(20), pytest.approx(30)]
-
-
 @pytest.mark.parametrize("fell_back", [True, False])
 def test_a_holder_that_ran_at_its_fallback_rate_is_paced_from_its_return(fell_back: bool) -> None:
     # alone at 1,000/s: a newcomer's half-second stock, then 300 refilled over 0.3 s
