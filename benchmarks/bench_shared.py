@@ -47,7 +47,17 @@ from .shared import jobs, windows
 from .shared.cluster import StandaloneCluster
 from .shared.kinds import arrow_fn, cost_per_acquire_s, redis_limit_key
 from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
-from .shared.workloads import INTERVAL_S, LIMIT, SECTION, WARMUP_S, Workload, one_acquire, rows_for, workloads
+from .shared.workloads import (
+    INTERVAL_S,
+    LIMIT,
+    SECTION,
+    WARMUP_S,
+    Workload,
+    against_redis,
+    one_acquire,
+    rows_for,
+    workloads,
+)
 
 WHERE = ("local[2]", "cluster")
 
@@ -282,15 +292,18 @@ def _run_all(bench: Bench, todo: list[Workload], only: set[str] | None, kinds: s
              ) -> list[dict[str, Any]]:
     rows = []
     for w in (w for w in todo if not only or w.name in only):
+        figures: dict[str, dict[str, float]] = {}
         for kind in (k for k in w.kinds if not kinds or k in kinds):
             try:
-                r = windows.combined([bench.run(w, kind) for _ in range(w.repeats)])
+                r = figures[kind] = windows.combined([bench.run(w, kind) for _ in range(w.repeats)])
             except Exception as e:  # noqa: BLE001 - one failed workload is a failed row, not a failed table
                 rows.append(row(SECTION, f"{w.name} [{kind}, {bench.where}] failed: {type(e).__name__}: {e}"[:200],
                                 float("nan"), "", "", False))
                 continue
             print(f"  {w.name} [{kind}, {bench.where}]: {r}", file=sys.stderr, flush=True)
             rows += rows_for(w, kind, bench.where, r)
+        if "ours" in figures and "redis" in figures:
+            rows += against_redis(w, bench.where, figures["ours"], figures["redis"])
     return rows
 
 

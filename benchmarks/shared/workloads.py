@@ -18,7 +18,7 @@ from limiter.producer import ACQUIRE_SHARE
 from ..common import row
 from . import jobs, windows
 
-__all__ = ["Workload", "workloads", "rows_for", "LIMIT", "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "ONE_ACQUIRE",
+__all__ = ["Workload", "workloads", "rows_for", "against_redis", "LIMIT", "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "ONE_ACQUIRE",
            "one_acquire", "SECTION"]
 
 SECTION = "shared"
@@ -172,4 +172,29 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
         out.append(row(section, f"{label}: grant requests per participant per second", r["requests_per_s"], "/s",
                        "", None, "asks and give-backs of a worker's participant over its tasks (and a report a "
                        "second)"))
+    return out
+
+
+def against_redis(w: Workload, where: str, ours: dict[str, float], redis: dict[str, float], section: str = SECTION
+                  ) -> list[dict[str, Any]]:
+    """The rows of ours beside the central exact limiter on one workload (each kind's figures, see ``Bench.run``):
+    ours must be at least as fully used -- its mean admitted (during the cut, on a live cut) at least Redis's,
+    where demand exceeds the limit and no executor is killed -- and at least as accurate: its worst 1-s window
+    at most Redis's. In points of the limit, ours less Redis. None for demand below the limit: every window is
+    then below it, and so is every mean."""
+    if w.pace_per_task:
+        return []
+    label, out = f"{w.name} [{where}]", []
+    runs = {int(r.get("runs", 1)) for r in (ours, redis)}
+    each = runs.pop() if len(runs) == 1 else 1
+    used = "cut_mean" if w.during == "cut" else None if w.during else "mean"
+    if used and used in ours and used in redis:
+        diff = 100 * (ours[used] - redis[used])
+        out.append(row(section, f"{label}: mean admitted{' during the cut' if w.during == 'cut' else ''}, ours - "
+                       "redis", diff, "points", ">= 0", diff >= 0, f"the medians of {each} runs each" if each > 1
+                       else ""))
+    if "worst" in ours and "worst" in redis:
+        diff = 100 * (ours["worst"] - redis["worst"])
+        out.append(row(section, f"{label}: worst 1-s window, ours - redis", diff, "points", "<= 0", diff <= 0,
+                       f"the worst of {each} runs each" if each > 1 else ""))
     return out

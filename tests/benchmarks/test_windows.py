@@ -162,3 +162,27 @@ def test_a_mean_does_not_hang_on_where_the_span_ends_in_a_limiters_pattern() -> 
     means = [mean_ratio(events, 1000, 0, end) for end in ends]
     assert max(means) - min(means) < 0.015
     assert min(means) > 0.98
+
+
+def test_ours_must_be_as_fully_used_and_as_accurate_as_the_central_exact_limiter_on_each_workload() -> None:
+    from benchmarks.shared.workloads import LIMIT, Workload, against_redis
+    stream = Workload("stream, 1 topic, 4 tasks", "topic", ("ours", "redis"), partitions=4)
+    ours = {"mean": 0.9955, "worst": 1.075, "runs": 3}
+    rows = {r["name"]: r for r in against_redis(stream, "local[2]", ours, {"mean": 0.9984, "worst": 1.1, "runs": 3})}
+    used = rows["stream, 1 topic, 4 tasks [local[2]]: mean admitted, ours - redis"]
+    assert used["value"] == pytest.approx(-0.29) and used["ok"] is False and used["goal"] == ">= 0"
+    assert used["note"] == "the medians of 3 runs each"
+    held = rows["stream, 1 topic, 4 tasks [local[2]]: worst 1-s window, ours - redis"]
+    assert held["value"] == pytest.approx(-2.5) and held["ok"] is True and held["note"] == "the worst of 3 runs each"
+    # a live cut: used during the cut; an executor killed: Spark's own pause is in the mean, only the windows count
+    cut = Workload("stream, live cut to 30 % and back", "topic", ("ours", "redis"), during="cut")
+    got = against_redis(cut, "cluster", {"cut_mean": 0.981, "mean": 0.9, "worst": 1.05},
+                        {"cut_mean": 0.988, "mean": 0.99, "worst": 1.1})
+    assert [(r["name"].split(": ")[1], round(r["value"], 3)) for r in got] == [
+        ("mean admitted during the cut, ours - redis", -0.7), ("worst 1-s window, ours - redis", -5.0)]
+    killed = Workload("stream, one executor killed", "topic", ("ours", "redis"), during="executor")
+    assert [r["name"].split(": ")[1] for r in against_redis(killed, "cluster", ours, ours)] == [
+        "worst 1-s window, ours - redis"]
+    # demand below the limit: every window and every mean is below it, nothing to compare
+    below = Workload("stream, demand 60 % of the limit", "topic", ("ours", "redis"), pace_per_task=0.3 * LIMIT)
+    assert against_redis(below, "local[2]", ours, ours) == []
