@@ -10,7 +10,7 @@ the full ``PolicySet`` only when the version the participant applied is not the 
 every shared limit the participant reported: ``usage[limit_key][participant_id]``.
 
 Between reports a participant asks ``POST /v1/grant`` (``GrantRequest``) for chunks of the shared limits it spends
-(see the README's "How a shared limit is held"); one ``Grant`` answers each ``GrantAsk``.
+(see "How a shared limit is held" in docs/architecture.md); one ``Grant`` answers each ``GrantAsk``.
 
 Policy versions start at 1; a participant that applied nothing yet reports ``applied_policy_version = 0``.
 Strictness (participants' messages strict, answers lenient): ``protocol.fields``.
