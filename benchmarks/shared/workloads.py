@@ -1,4 +1,4 @@
-"""The shared-limit benchmark's workloads, and the table rows one run of a workload makes.
+"""The shared-limit benchmark's workloads, the rows one run of a workload makes, and their runs (``run_all``).
 
 A ``Workload`` is one Spark job shape under one shared limit (``LIMIT`` msgs/s): a stream through the helpers
 (``partitions`` tasks, ``rate-micro-batch``), a batch job (``sizes``: rows per partition), or the project's own
@@ -10,6 +10,7 @@ plane ``kill``ed and restarted, (on the cluster) one ``executor`` SIGKILLed, or 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from limiter.producer import ACQUIRE_SHARE
 from ..common import row
 from . import jobs, windows
 
-__all__ = ["Workload", "workloads", "rows_for", "against_redis", "LIMIT", "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "ONE_ACQUIRE",
+__all__ = ["Workload", "workloads", "rows_for", "against_redis", "run_all", "LIMIT", "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "ONE_ACQUIRE",
            "one_acquire", "SECTION"]
 
 SECTION = "shared"
@@ -198,3 +199,25 @@ def against_redis(w: Workload, where: str, ours: dict[str, float], redis: dict[s
         out.append(row(section, f"{label}: worst 1-s window, ours - redis", diff, "points", "<= 0", diff <= 0,
                        f"the worst of {each} runs each" if each > 1 else ""))
     return out
+
+
+def run_all(bench: Any, todo: list[Workload], only: set[str] | None, kinds: set[str] | None
+            ) -> list[dict[str, Any]]:
+    """The rows of every workload of ``todo`` (those named in ``only``, if given) run by each of its kinds (those
+    in ``kinds``, if given) on ``bench`` (``bench_shared.Bench``), ``repeats`` times each: one kind's failure is a
+    failed row; ours beside Redis where both ran."""
+    rows = []
+    for w in (w for w in todo if not only or w.name in only):
+        figures: dict[str, dict[str, float]] = {}
+        for kind in (k for k in w.kinds if not kinds or k in kinds):
+            try:
+                r = figures[kind] = windows.combined([bench.run(w, kind) for _ in range(w.repeats)])
+            except Exception as e:  # noqa: BLE001 - one failed workload is a failed row, not a failed table
+                rows.append(row(SECTION, f"{w.name} [{kind}, {bench.where}] failed: {type(e).__name__}: {e}"[:200],
+                                float("nan"), "", "", False))
+                continue
+            print(f"  {w.name} [{kind}, {bench.where}]: {r}", file=sys.stderr, flush=True)
+            rows += rows_for(w, kind, bench.where, r)
+        if "ours" in figures and "redis" in figures:
+            rows += against_redis(w, bench.where, figures["ours"], figures["redis"])
+    return rows
