@@ -19,8 +19,8 @@ from limiter.producer import ACQUIRE_SHARE
 from ..common import row
 from . import jobs, windows
 
-__all__ = ["Workload", "workloads", "rows_for", "against_redis", "run_all", "LIMIT", "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "ONE_ACQUIRE",
-           "one_acquire", "SECTION"]
+__all__ = ["Workload", "workloads", "rows_for", "against_redis", "run_all", "LIMIT", "INTERVAL_S", "WARMUP_S",
+           "STREAM_REPEATS", "ONE_ACQUIRE", "one_acquire", "SECTION"]
 
 SECTION = "shared"
 LIMIT = 1000.0
