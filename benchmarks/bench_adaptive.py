@@ -258,7 +258,8 @@ def run(quick: bool = False, kinds: tuple[str, ...] = KINDS, sinks: tuple[str, .
                         runs.append(_run_kind(bench, kind, phases_of_repeat(phases, i), SINKS[sink], rows_per_batch))
                         print(f"  adaptive [{sink}] [{kind}]: {runs[-1]}", file=sys.stderr, flush=True)
                     results[kind] = median_of(runs)
-                    none = results[kind] if kind == "none" else none
+                    if kind == "none":
+                        none = results[kind]
                 out += rows_for(results, phases, sink, none)
         finally:
             bench.close()
