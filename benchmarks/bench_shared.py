@@ -56,8 +56,8 @@ WHERE = ("local[2]", "cluster")
 
 class Bench:
     def __init__(self, quick: bool, work: Path, replicas: int = 0,   # replicas: make run-replicated's
-                 span_s: float | None = None):
-        self.quick, self.work = quick, work
+                 span_s: float | None = None, keep: Path | None = None):
+        self.quick, self.work, self.keep = quick, work, keep   # keep: a folder for each run's records
         self.duration_s = span_s if span_s is not None else 10.0 if quick else 20.0
         self.cp: ControlPlaneServer | ReplicatedControlPlane = (
             ReplicatedControlPlane(work / "cp", INTERVAL_S, work, replicas) if replicas else
@@ -162,6 +162,10 @@ class Bench:
         if w.job != "publish":
             events = [(t, n) for t, n, _ in waits]
         requests = windows.requests_per_s(log_dir, started, time.time())
+        if self.keep is not None:
+            words = "".join(c if c.isalnum() else " " for c in f"{self.where} {w.name}").split()
+            slug = "-".join(words)   # e.g. local-2-stream-1-topic-2-tasks
+            shutil.copytree(log_dir, self.keep / f"{self.runs:03d}-{kind}-{slug}")
         shutil.rmtree(log_dir, ignore_errors=True)
         if not events:
             raise RuntimeError(f"{w.name} ({kind}): nothing was admitted")
@@ -253,12 +257,13 @@ class Bench:
 
 
 def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | None = None,
-        where: tuple[str, ...] = WHERE, span_s: float | None = None) -> list[dict[str, Any]]:
+        where: tuple[str, ...] = WHERE, span_s: float | None = None, keep: Path | None = None
+        ) -> list[dict[str, Any]]:
     if shutil.which("java") is None:
         return [row(SECTION, "skipped: Java not found", float("nan"), "", "", None)]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="bench-shared-") as tmp:
-        bench = Bench(quick, Path(tmp), span_s=span_s)
+        bench = Bench(quick, Path(tmp), span_s=span_s, keep=keep)
         rows = []
         try:
             for place in where:
@@ -288,11 +293,14 @@ if __name__ == "__main__":
     parser.add_argument("--where", action="append", choices=WHERE, help="local[2] or cluster (default: both)")
     parser.add_argument("--span-s", type=_positive_float, help="seconds each stream is measured after its warm-up "
                         "(default 20; 10 with --quick): a longer span, a mean less moved by its ends")
+    parser.add_argument("--keep-admitted", type=windows.new_folder, metavar="DIR",
+                        help="keep each run's admission records in a folder of DIR (new or empty; "
+                        "python -m benchmarks.shared.windows DIR shows their shape)")
     parser.add_argument("--write-readme", action="store_true",
                         help="merge these rows into README.md's table (by name; the other rows stay)")
     args = parser.parse_args()
     got = run(args.quick, set(args.only) if args.only else None, set(args.kind) if args.kind else None,
-              tuple(args.where) if args.where else WHERE, args.span_s)
+              tuple(args.where) if args.where else WHERE, args.span_s, args.keep_admitted)
     for r in got:
         print(f"{r['name']:<90} {r['value']:10.3f} {r['unit']:<3} {r['goal']:<8} {r['ok']}")
     if args.write_readme:

@@ -16,7 +16,10 @@ span ``[t0, t1)``:
 - ``pauses(spans, t0, t1)``: the stretches longer than ``PAUSE_S`` in which Spark ran no task at all (the tasks'
   spans, ``read_spans``), e.g. while a killed executor is replaced: no limiter admits rows no task has, and
   ``mean_ratio(..., less=pauses)`` leaves them out of a mean; ``after_kill`` the figures after an executor kill;
-- ``combined(runs)``: one workload's figures over several runs of it.
+- ``combined(runs)``: one workload's figures over several runs of it;
+- ``lumps(events)``: the admissions as the stretches they come in (a micro-batch's sends, a wait for the window),
+  to see the shape of a second and how it moves: ``python -m benchmarks.shared.windows DIR`` prints them for the
+  records ``bench_shared --keep-admitted DIR`` kept, one run a folder.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums"]
+__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "new_folder"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -212,3 +215,57 @@ def combined(runs: list[dict[str, float]]) -> dict[str, float]:
             out[f"{key}_low"], out[f"{key}_high"] = min(values), max(values)
     out["runs"] = len(runs)
     return out
+
+
+LUMP_GAP_S = 0.08   # nothing admitted for longer than this ends a lump: the keepers' beat is 20 ms
+
+
+def lumps(events: Sequence[tuple[float, float]], gap_s: float = LUMP_GAP_S) -> list[tuple[float, float, float]]:
+    """``(start, end, rows)`` of each stretch of admissions with no pause longer than ``gap_s`` inside, in time
+    order. A stream whose micro-batch ends with a chunk that waits for the window shows it as a lump of one
+    acquire a second."""
+    out: list[tuple[float, float, float]] = []
+    for t, n in events:
+        if out and t - out[-1][1] <= gap_s:
+            start, _, rows = out[-1]
+            out[-1] = (start, t, rows + n)
+        else:
+            out.append((t, t, n))
+    return out
+
+
+def new_folder(value: str) -> Path:
+    """The folder ``bench_shared --keep-admitted`` keeps the records in: new or empty (one run's records are
+    never mixed with another's); argparse's type check."""
+    import argparse
+
+    path = Path(value)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a new or empty folder")
+    return path
+
+
+def _print_lumps(run_dir: Path) -> None:
+    events = read_events(run_dir)
+    if not events:
+        print(f"{run_dir}: no admissions recorded")
+        return
+    t0 = events[0][0]
+    print(f"{run_dir.name}: {sum(n for _, n in events):.0f} rows in {events[-1][0] - t0:.3f} s")
+    last = None
+    for start, end, rows in lumps(events):
+        since = "" if last is None else f"  (+{start - last:.3f} s)"
+        print(f"  {start - t0:8.3f} s  {end - start:6.3f} s long  {rows:7.0f} rows{since}")
+        last = start
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
+        sys.exit("usage: python -m benchmarks.shared.windows DIR  (a folder that bench_shared --keep-admitted "
+                 "wrote: one folder of *.log records per run, or one such folder)")
+    top = Path(sys.argv[1])
+    runs = sorted(p for p in top.iterdir() if p.is_dir()) or [top]
+    for run_dir in runs:
+        _print_lumps(run_dir)

@@ -11,7 +11,9 @@ from benchmarks.shared.windows import (
     batch_spans,
     hold_time_s,
     longest_gap_s,
+    lumps,
     mean_ratio,
+    new_folder,
     pauses,
     read_events,
     read_spans,
@@ -186,3 +188,43 @@ def test_ours_must_be_as_fully_used_and_as_accurate_as_the_central_exact_limiter
     # demand below the limit: every window and every mean is below it, nothing to compare
     below = Workload("stream, demand 60 % of the limit", "topic", ("ours", "redis"), pace_per_task=0.3 * LIMIT)
     assert against_redis(below, "local[2]", ours, ours) == []
+
+
+def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it(tmp_path: Path) -> None:
+    """A second's admissions as a stream of ours made them: 975 rows in acquires 12.5 ms apart, then one acquire
+    that waited for the window until the second's end -- two lumps a second; a pause longer than the gap ends a
+    lump, a shorter one does not."""
+    events = []
+    for second in range(3):
+        events += [(second + 0.26 + 0.0125 * k, 25.0) for k in range(39)]   # 0.26-0.735 s: one lump of 975
+        events.append((second + 1.005, 25.0))                               # the last chunk, waited for room
+    got = lumps(sorted(events))
+    assert [round(rows) for _, _, rows in got] == [975, 25] * 3
+    assert got[0][0] == pytest.approx(0.26) and got[0][1] == pytest.approx(0.26 + 0.0125 * 38)
+    assert lumps([(0.0, 5.0), (0.08, 5.0), (0.17, 5.0)]) == [(0.0, 0.08, 10.0), (0.17, 0.17, 5.0)]
+    assert lumps([]) == []
+
+
+def test_the_shape_printer_reads_what_keep_admitted_kept(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    run = tmp_path / "001-ours-local-2-stream"
+    run.mkdir()
+    (run / "1-a.log").write_text("100.0 25\n100.02 25 0.001\n101.5 25\n")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "75 rows in 1.500 s" in out and "50 rows" in out and "(+1.500 s)" in out
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path / "none")],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "usage" in bad.stderr
+
+
+def test_keep_admitted_wants_a_new_or_empty_folder(tmp_path: Path) -> None:
+    import argparse
+
+    assert new_folder(str(tmp_path / "new")) == tmp_path / "new"
+    assert new_folder(str(tmp_path)) == tmp_path                      # empty
+    (tmp_path / "old").mkdir()
+    with pytest.raises(argparse.ArgumentTypeError, match="new or empty folder"):
+        new_folder(str(tmp_path))
