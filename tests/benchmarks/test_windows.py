@@ -190,7 +190,7 @@ def test_ours_must_be_as_fully_used_and_as_accurate_as_the_central_exact_limiter
     assert against_redis(below, "local[2]", ours, ours) == []
 
 
-def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it(tmp_path: Path) -> None:
+def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it() -> None:
     """A second's admissions as a stream of ours made them: 975 rows in acquires 12.5 ms apart, then one acquire
     that waited for the window until the second's end -- two lumps a second; a pause longer than the gap ends a
     lump, a shorter one does not."""
