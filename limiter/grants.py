@@ -42,12 +42,6 @@ these hold:
   falls into it at no cost (one that ends elsewhere finds the window with room and its bucket refilled, and
   catches up again). Without it the pause came once, the gap after it was lost, and a 2,000-row micro-batch stream
   at 1,000/s read 0.94-0.97 of its limit; with it 0.98-0.99.
-  Such a holder's bucket also refills at ``RETURNING_REFILL`` times its fair rate (still up to a window of it):
-  Spark leaves gaps inside a micro-batch too (a worker's next task starts 0.1-0.2 s after its last ended, and the
-  others' asks are paced by their own buckets), the room that came free meanwhile waits, and the micro-batch
-  ends that much later -- each time one of Spark's gaps grows, a little of the limit is lost for good. At its
-  fair rate a worker took such room back at that rate alone, its micro-batch spread over most of the window, and
-  a 4-task stream read 0.994-0.995 of its limit over 240 s; at twice it, it takes it back at once: 0.997.
 - the spends (holders that ``report``, below): what they spent in the window and what idle ones hold, within
   the limit and ``HELD_SLACK`` of it.
 
@@ -133,9 +127,6 @@ RETURNING_WINDOWS = 10
 # worker is back from one short task to the next within milliseconds: it has no gap to catch up, and echoing its
 # bursts read 1.1-1.25x the limit in a second
 RETURN_GAP_S = 0.1
-# a micro-batch worker's bucket refills this many times as fast as its fair rate (see the essay): what came free
-# during a gap inside its micro-batch is taken back at once, not at the pace of its share
-RETURNING_REFILL = 2.0
 # of the window: how far before the ask a grant of room that came free may be dated (see the essay). The keepers
 # ask every 20 ms; the room a grant leaves when it slides out waits for the next ask, and dated at that ask each
 # token's round came back a poll's lag late every window (the streams read 0.985-0.993 of the limit)
@@ -315,8 +306,7 @@ class GrantWindow:
             returned = holder in self._returned
             # (a micro-batch worker's refill goes on: the pause its catch-up left must echo to Spark's next gap)
             since = held[1] if returned else max(held[1], self._spent_until)
-            refill_per_s = fair_per_s * (RETURNING_REFILL if returned else 1.0)
-            own = min(own_most, held[0] + max(0.0, now_s - since) * refill_per_s)
+            own = min(own_most, held[0] + max(0.0, now_s - since) * fair_per_s)
             if returned:
                 # a micro-batch worker keeps the catch-up its return allowed (up to a window) through the asks it
                 # takes to draw it, a chunk each: cut to burst_s after the first, it ended early, the micro-batch's
