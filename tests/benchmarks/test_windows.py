@@ -190,6 +190,20 @@ def test_ours_must_be_as_fully_used_and_as_accurate_as_the_central_exact_limiter
     assert against_redis(below, "local[2]", ours, ours) == []
 
 
+
+def test_a_stream_of_two_micro_batches_a_window_runs_on_local_alone_beside_both_others() -> None:
+    """Micro-batches of half the limit: on local[2] Spark's own pace is well above the limit, on the cluster about
+    the limit itself, where no limiter binds and a mean says nothing of one."""
+    from benchmarks.shared.workloads import LIMIT, workloads
+    name = "stream, 1 topic, 4 tasks, micro-batches of half the limit"
+    local = {w.name: w for w in workloads(quick=False)}
+    half = local[name]
+    assert half.rows_per_batch == LIMIT // 2 and half.sizes is None and half.partitions == 4
+    assert half.kinds == ("ours", "static", "redis") and half.repeats > 1
+    assert name not in {w.name for w in workloads(quick=False, cluster=True)}
+    # every other stream keeps a window's worth a micro-batch
+    assert {w.rows_per_batch for w in local.values() if w.name != name} == {None}
+
 def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it() -> None:
     """A second's admissions as a stream of ours made them: 975 rows in acquires 12.5 ms apart, then one acquire
     that waited for the window until the second's end -- two lumps a second; a pause longer than the gap ends a
