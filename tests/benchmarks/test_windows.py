@@ -190,7 +190,6 @@ def test_ours_must_be_as_fully_used_and_as_accurate_as_the_central_exact_limiter
     assert against_redis(below, "local[2]", ours, ours) == []
 
 
-
 def test_a_stream_of_two_micro_batches_a_window_runs_on_local_alone_beside_both_others() -> None:
     """Micro-batches of half the limit: on local[2] Spark's own pace is well above the limit, on the cluster about
     the limit itself, where no limiter binds and a mean says nothing of one."""
@@ -203,6 +202,7 @@ def test_a_stream_of_two_micro_batches_a_window_runs_on_local_alone_beside_both_
     assert name not in {w.name for w in workloads(quick=False, cluster=True)}
     # every other stream keeps a window's worth a micro-batch
     assert {w.rows_per_batch for w in local.values() if w.name != name} == {None}
+
 
 def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it() -> None:
     """A second's admissions as a stream of ours made them: 975 rows in acquires 12.5 ms apart, then one acquire
