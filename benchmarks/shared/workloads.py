@@ -1,11 +1,12 @@
 """The shared-limit benchmark's workloads, the rows one run of a workload makes, and their runs (``run_all``).
 
 A ``Workload`` is one Spark job shape under one shared limit (``LIMIT`` msgs/s): a stream through the helpers
-(``partitions`` tasks, ``rate-micro-batch`` of ``rows_per_batch`` rows, a window's worth unless said), a batch
-job (``sizes``: rows per partition), or the project's own publish job (``job="publish"``); ``during`` is what happens mid-run: a live ``cut`` to 30 % and back, the control
-plane ``kill``ed and restarted, (on the cluster) one ``executor`` SIGKILLed, or (control-plane replicas,
-``benchmarks/bench_replicas.py``) one ``replica`` SIGKILLed or their ``redis`` restarted empty. ``where`` says which Spark ran it:
-``local[2]`` or ``cluster`` (a standalone cluster of 2 workers, one executor each).
+(``partitions`` tasks, ``rate-micro-batch`` of ``rows_per_batch`` rows, a window's worth unless said), a batch job
+(``sizes``: rows per partition), or the project's own publish job (``job="publish"``); ``during`` is what happens
+mid-run: a live ``cut`` to 30 % and back, the control plane ``kill``ed and restarted, (on the cluster) one
+``executor`` SIGKILLed, or (control-plane replicas, ``benchmarks/bench_replicas.py``) one ``replica`` SIGKILLed or
+their ``redis`` restarted empty. ``where`` says which Spark ran it: ``local[2]`` or ``cluster`` (a standalone
+cluster of 2 workers, one executor each).
 """
 
 from __future__ import annotations
