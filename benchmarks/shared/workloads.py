@@ -90,8 +90,8 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
                  repeats=1 if quick else 2, span_s=24.0 if quick else 40.0),
         Workload("stream, control plane killed and restarted", "topic", ("ours",), partitions=4, during="kill"),
     ] + ([] if cluster else [
-        # two micro-batches a window: on local[2] Spark's own pace (no limiter) is 1.46x the limit; on the cluster,
-        # whose micro-batches take longer to start, about the limit itself (0.98x), so no limit binds there
+        # two micro-batches a window: on local[2] Spark's own pace (no limiter) is 1.08-1.46x the limit (four runs);
+        # on the cluster, whose micro-batches take longer to start, about the limit itself (0.98x): none binds there
         Workload("stream, 1 topic, 4 tasks, micro-batches of half the limit", "topic", ("ours", "static", "redis"),
                  partitions=4, rows_per_batch=int(LIMIT) // 2, repeats=runs),
     ]) + ([
