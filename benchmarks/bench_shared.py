@@ -156,7 +156,7 @@ class Bench:
         elif w.sizes is not None:
             jobs.batch(self.spark, fn, w.sizes)
         else:
-            jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch or int(LIMIT), WARMUP_S + span_s, during)
+            jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during)
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
         spans = windows.read_spans(log_dir) if "executor_killed" in marks else []   # (only that row uses them)
         if w.job != "publish":

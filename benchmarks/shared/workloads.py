@@ -54,7 +54,7 @@ class Workload:
     # after it loses an executor (1-1.7 s, or none) moved one run's figures after the kill by up to 0.1
     repeats: int = 1
     span_s: float | None = None     # the measuring span after the warm-up, if not the benchmark's own
-    rows_per_batch: int | None = None   # a stream's rows per micro-batch (default: the limit's, a window's worth)
+    rows_per_batch: int = int(LIMIT)   # a stream's rows per micro-batch (default: a window's worth of the limit)
     notes: dict[str, Any] = field(default_factory=dict)
 
 

@@ -191,8 +191,8 @@ def test_ours_must_be_as_fully_used_and_as_accurate_as_the_central_exact_limiter
 
 
 def test_a_stream_of_two_micro_batches_a_window_runs_on_local_alone_beside_both_others() -> None:
-    """Micro-batches of half the limit: on local[2] Spark's own pace is well above the limit, on the cluster about
-    the limit itself, where no limiter binds and a mean says nothing of one."""
+    """Micro-batches of half the limit: on local[2] Spark's own pace is above the limit (1.08-1.46x), on the
+    cluster about the limit itself, where no limiter binds and a mean says nothing of one."""
     from benchmarks.shared.workloads import LIMIT, workloads
     name = "stream, 1 topic, 4 tasks, micro-batches of half the limit"
     local = {w.name: w for w in workloads(quick=False)}
@@ -201,7 +201,7 @@ def test_a_stream_of_two_micro_batches_a_window_runs_on_local_alone_beside_both_
     assert half.kinds == ("ours", "static", "redis") and half.repeats > 1
     assert name not in {w.name for w in workloads(quick=False, cluster=True)}
     # every other stream keeps a window's worth a micro-batch
-    assert {w.rows_per_batch for w in local.values() if w.name != name} == {None}
+    assert {w.rows_per_batch for w in local.values() if w.name != name} == {LIMIT}
 
 
 def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it() -> None:
