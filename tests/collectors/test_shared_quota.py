@@ -74,7 +74,14 @@ def test_four_participants_with_unequal_demand_share_1000_msgs_per_s(cp, run_fac
     # of CPU falls behind its fair rate for a moment (0.926 once) and then spends what its pool held (1.054 once)
     # -- the benchmark holds the tight goals
     assert 0.95 * LIMIT <= sum(rates) / len(rates) <= 1.03 * LIMIT, why
-    assert all(0.9 * LIMIT <= r <= 1.1 * LIMIT for r in rates), why
+    assert all(r <= 1.1 * LIMIT for r in rates), why
+    # used in every window the host kept up with: the 100/s participant is below its fair share and never waits
+    # on the limit, so a window in which it sent under 85 of its 100 is one in which the host starved every
+    # participant of CPU at once, not one the limiter left short (once in CI: [76, 200, 310, 302], 888 in all)
+    kept = [r for (a, b), r in zip(windows, rates, strict=True)
+            if samples[0].rate_between(a, b) >= 0.85 * demands[0]]
+    assert len(kept) >= len(rates) - 1, f"the host stalled in more than one window: {why}"
+    assert all(r >= 0.9 * LIMIT for r in kept), why
     # max-min fair: the small ones get what they want, the big ones split the rest (350 each). Within 10 %: a
     # participant below its fair share asks for what it spends, and gets a little less (200 reads 192-200 here
     # alone, 185 once in a loaded CI run; bench_quota's simulation shows the same bias: 189)
