@@ -46,8 +46,9 @@ from collectors.__main__ import _positive_float  # (the jobs' own CLI check: > 0
 
 from .common import row
 from .shared import jobs, windows
+from .shared import workloads as known_workloads
 from .shared.cluster import StandaloneCluster
-from .shared.kinds import arrow_fn, cost_per_acquire_s, redis_limit_key
+from .shared.kinds import KINDS, arrow_fn, cost_per_acquire_s, redis_limit_key
 from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
 from .shared.workloads import INTERVAL_S, LIMIT, SECTION, WARMUP_S, Workload, one_acquire, run_all, workloads
 
@@ -285,11 +286,12 @@ def run(quick: bool = False, only: set[str] | None = None, kinds: set[str] | Non
     return rows
 
 
-if __name__ == "__main__":
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked: a typo in ``--only`` would otherwise run nothing."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", action="append", help="a workload's name (repeatable)")
-    parser.add_argument("--kind", action="append", help="ours, static or redis (repeatable; default: all)")
+    parser.add_argument("--kind", action="append", choices=KINDS, help="repeatable; default: all")
     parser.add_argument("--where", action="append", choices=WHERE, help="local[2] or cluster (default: both)")
     parser.add_argument("--span-s", type=_positive_float, help="seconds each stream is measured after its warm-up "
                         "(default 20; 10 with --quick): a longer span, a mean less moved by its ends")
@@ -298,7 +300,15 @@ if __name__ == "__main__":
                         "python -m benchmarks.shared.windows DIR shows their shape)")
     parser.add_argument("--write-readme", action="store_true",
                         help="merge these rows into README.md's table (by name; the other rows stay)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    wrong = known_workloads.only_error(args.only or (), tuple(args.where or WHERE), set(args.kind or KINDS), args.quick)
+    if wrong:
+        parser.error(wrong)
+    return args
+
+
+if __name__ == "__main__":
+    args = parse_args()
     got = run(args.quick, set(args.only) if args.only else None, set(args.kind) if args.kind else None,
               tuple(args.where) if args.where else WHERE, args.span_s, args.keep_admitted)
     for r in got:

@@ -12,6 +12,7 @@ cluster of 2 workers, one executor each).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from ..common import row
 from . import jobs, windows
 
 __all__ = ["Workload", "workloads", "rows_for", "against_redis", "run_all", "LIMIT", "INTERVAL_S", "WARMUP_S",
-           "STREAM_REPEATS", "ONE_ACQUIRE", "one_acquire", "SECTION"]
+           "STREAM_REPEATS", "ONE_ACQUIRE", "one_acquire", "SECTION", "only_error"]
 
 SECTION = "shared"
 LIMIT = 1000.0
@@ -101,6 +102,24 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
                  job="publish", during="executor"),
     ] if cluster else [])
 
+
+
+def only_error(only: Iterable[str], where: tuple[str, ...], kinds: set[str], quick: bool) -> str | None:
+    """What is wrong with running the workloads named in ``only`` on ``where`` ("local[2]", "cluster") by
+    ``kinds``, or None: each must exist, run on one of those places and be run by one of those kinds."""
+    found: dict[str, tuple[list[str], tuple[str, ...]]] = {}
+    for place in ("local[2]", "cluster"):
+        for w in workloads(quick, cluster=place == "cluster"):
+            found.setdefault(w.name, ([], w.kinds))[0].append(place)
+    for name in only:
+        if name not in found:
+            return f"--only: no workload is named {name!r}; the workloads are: " + "; ".join(map(repr, found))
+        places, its_kinds = found[name]
+        if not set(places) & set(where):
+            return f"--only: {name!r} runs on {' and '.join(places)} only, and --where says {', '.join(where)}"
+        if not kinds & set(its_kinds):
+            return f"--only: {name!r} is run by {', '.join(its_kinds)} only, and --kind says {', '.join(sorted(kinds))}"
+    return None
 
 def _spread(r: dict[str, float], key: str, digits: int) -> str:
     """'the median of N runs (lowest-highest)' of figure ``key`` over repeated runs (``windows.combined``);

@@ -344,3 +344,24 @@ def test_a_partial_run_keeps_the_full_runs_caption_and_says_when_its_rows_were_m
     rows = readme_rows(text)
     assert ("spark", "z") in [(r["section"], r["name"]) for r in rows]
     assert "a row of before" not in [r["name"] for r in rows]   # (the module's section is replaced whole)
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--only", "stream, 1 topic, 3 tasks"], "no workload is named 'stream, 1 topic, 3 tasks'; the workloads are: "
+                                             "'stream, 1 topic, 2 tasks'"),
+    (["--only", "stream, one executor killed", "--where", "local[2]"],
+     "'stream, one executor killed' runs on cluster only, and --where says local[2]"),
+    (["--only", "stream, 3 topics, resource group, 4 tasks", "--kind", "redis"],
+     "'stream, 3 topics, resource group, 4 tasks' is run by ours only, and --kind says redis"),
+    (["--kind", "none"], "invalid choice: 'none'"),
+])
+def test_the_shared_benchmark_refuses_a_selection_that_would_run_nothing(
+        argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.bench_shared import parse_args
+
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and said in err, err
+    ok = parse_args(["--only", "stream, one executor killed", "--where", "cluster", "--kind", "redis"])
+    assert ok.only == ["stream, one executor killed"] and ok.where == ["cluster"] and ok.kind == ["redis"]
