@@ -301,7 +301,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--write-readme", action="store_true",
                         help="merge these rows into README.md's table (by name; the other rows stay)")
     args = parser.parse_args(argv)
-    wrong = known_workloads.only_error(args.only or (), tuple(args.where or WHERE), set(args.kind or KINDS), args.quick)
+    wrong = known_workloads.only_error(args.only or (), tuple(args.where or WHERE), set(args.kind or KINDS),
+                                       args.quick)
     if wrong:
         parser.error(wrong)
     return args

@@ -103,7 +103,6 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
     ] if cluster else [])
 
 
-
 def only_error(only: Iterable[str], where: tuple[str, ...], kinds: set[str], quick: bool) -> str | None:
     """What is wrong with running the workloads named in ``only`` on ``where`` ("local[2]", "cluster") by
     ``kinds``, or None: each must exist, run on one of those places and be run by one of those kinds."""
@@ -118,8 +117,10 @@ def only_error(only: Iterable[str], where: tuple[str, ...], kinds: set[str], qui
         if not set(places) & set(where):
             return f"--only: {name!r} runs on {' and '.join(places)} only, and --where says {', '.join(where)}"
         if not kinds & set(its_kinds):
-            return f"--only: {name!r} is run by {', '.join(its_kinds)} only, and --kind says {', '.join(sorted(kinds))}"
+            return (f"--only: {name!r} is run by {', '.join(its_kinds)} only, and --kind says "
+                    f"{', '.join(sorted(kinds))}")
     return None
+
 
 def _spread(r: dict[str, float], key: str, digits: int) -> str:
     """'the median of N runs (lowest-highest)' of figure ``key`` over repeated runs (``windows.combined``);
