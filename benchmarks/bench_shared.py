@@ -46,13 +46,22 @@ from collectors.__main__ import _positive_float  # (the jobs' own CLI check: > 0
 
 from .common import row
 from .shared import jobs, windows
-from .shared import workloads as known_workloads
 from .shared.cluster import StandaloneCluster
 from .shared.kinds import KINDS, arrow_fn, cost_per_acquire_s, redis_limit_key
 from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
-from .shared.workloads import INTERVAL_S, LIMIT, SECTION, WARMUP_S, Workload, one_acquire, run_all, workloads
+from .shared.workloads import (
+    INTERVAL_S,
+    LIMIT,
+    SECTION,
+    WARMUP_S,
+    WHERE,
+    Workload,
+    one_acquire,
+    only_error,
+    run_all,
+    workloads,
+)
 
-WHERE = ("local[2]", "cluster")
 SESSION_WARM_UP_TASKS = 8   # a new SparkSession's unmeasured stream (see ``Bench._session``)
 SESSION_WARM_UP_S = 20.0
 
@@ -307,8 +316,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--write-readme", action="store_true",
                         help="merge these rows into README.md's table (by name; the other rows stay)")
     args = parser.parse_args(argv)
-    wrong = known_workloads.only_error(args.only or (), tuple(args.where or WHERE), set(args.kind or KINDS),
-                                       args.quick)
+    wrong = only_error(args.only or (), tuple(args.where or WHERE), set(args.kind or KINDS), args.quick)
     if wrong:
         parser.error(wrong)
     return args

@@ -22,9 +22,10 @@ from ..common import row
 from . import jobs, windows
 
 __all__ = ["Workload", "workloads", "rows_for", "against_redis", "run_all", "LIMIT", "INTERVAL_S", "WARMUP_S",
-           "STREAM_REPEATS", "ONE_ACQUIRE", "one_acquire", "SECTION", "only_error"]
+           "STREAM_REPEATS", "ONE_ACQUIRE", "one_acquire", "SECTION", "only_error", "WHERE"]
 
 SECTION = "shared"
+WHERE = ("local[2]", "cluster")   # where a workload runs (``workloads(cluster=...)``)
 LIMIT = 1000.0
 INTERVAL_S = 1.0
 WARMUP_S = 5.0
@@ -104,10 +105,10 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
 
 
 def only_error(only: Iterable[str], where: tuple[str, ...], kinds: set[str], quick: bool) -> str | None:
-    """What is wrong with running the workloads named in ``only`` on ``where`` ("local[2]", "cluster") by
-    ``kinds``, or None: each must exist, run on one of those places and be run by one of those kinds."""
+    """What is wrong with running the workloads named in ``only`` on ``where`` (of ``WHERE``) by ``kinds``, or
+    None: each must exist, run on one of those places and be run by one of those kinds."""
     found: dict[str, tuple[list[str], tuple[str, ...]]] = {}
-    for place in ("local[2]", "cluster"):
+    for place in WHERE:
         for w in workloads(quick, cluster=place == "cluster"):
             found.setdefault(w.name, ([], w.kinds))[0].append(place)
     for name in only:
