@@ -19,7 +19,10 @@ span ``[t0, t1)``:
 - ``combined(runs)``: one workload's figures over several runs of it;
 - ``lumps(events)``: the admissions as the stretches they come in (a micro-batch's sends, a wait for the window),
   to see the shape of a second and how it moves: ``python -m benchmarks.shared.windows DIR`` prints them for the
-  records ``bench_shared --keep-admitted DIR`` kept, one run a folder.
+  records ``bench_shared --keep-admitted DIR`` kept, one run a folder;
+- ``unused_room(...)``: where a limit went unused -- the room left in the window at each moment, split by whether
+  no task ran then (Spark's gaps), a task waited for the limiter, or the tasks sent at their own pace; with
+  ``--limit L`` the same command prints it for each run.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "new_folder"]
+__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -234,6 +237,42 @@ def lumps(events: Sequence[tuple[float, float]], gap_s: float = LUMP_GAP_S) -> l
     return out
 
 
+ROOM_STEP_S = 0.001
+
+
+def unused_room(events: Sequence[tuple[float, float]], waits: Iterable[tuple[float, float, float]],
+                spans: Iterable[tuple[float, float]], limit: float, t0: float, t1: float,
+                window_s: float = 1.0) -> dict[str, float]:
+    """Where the limit went unused in ``[t0, t1)``, as parts of it: at each moment the room is the limit less what
+    the window ending then admitted, and its average over the span is what the mean admitted falls short by. Split
+    by what Spark was doing at that moment: ``no task`` (between micro-batches, or between a worker's tasks), ``a
+    task waiting`` (an admission was waiting for the limiter: room it did not get), ``tasks sending`` (the rest:
+    Spark's own pace). A limiter whose admissions lock to the window's phase has no room free while no task runs:
+    Spark's gaps fall where the window is full."""
+    times, sums = _prefix(events)
+    waiting = sorted((t - w, t) for t, _, w in waits if w > 0)
+    running = sorted(spans)
+    out = dict.fromkeys(("no task", "a task waiting", "tasks sending"), 0.0)
+    steps = max(1, int((t1 - t0) / ROOM_STEP_S))
+    w = r = 0
+    open_waits: list[float] = []   # ends of the waits begun by now
+    open_spans: list[float] = []
+    for k in range(steps):
+        t = t0 + (k + 0.5) * (t1 - t0) / steps
+        while w < len(waiting) and waiting[w][0] <= t:
+            open_waits.append(waiting[w][1])
+            w += 1
+        while r < len(running) and running[r][0] <= t:
+            open_spans.append(running[r][1])
+            r += 1
+        open_waits = [e for e in open_waits if e > t]
+        open_spans = [e for e in open_spans if e > t]
+        room = max(0.0, limit - _between(times, sums, t - window_s, t))
+        state = "a task waiting" if open_waits else "tasks sending" if open_spans else "no task"
+        out[state] += room / limit / steps
+    return out
+
+
 def new_folder(value: str) -> Path:
     """The folder ``bench_shared --keep-admitted`` keeps the records in: new or empty (one run's records are
     never mixed with another's); argparse's type check."""
@@ -245,7 +284,7 @@ def new_folder(value: str) -> Path:
     return path
 
 
-def _print_lumps(run_dir: Path) -> None:
+def _print_lumps(run_dir: Path, limit: float | None, skip_s: float) -> None:
     events = read_events(run_dir)
     if not events:
         print(f"{run_dir}: no admissions recorded")
@@ -257,15 +296,34 @@ def _print_lumps(run_dir: Path) -> None:
         since = "" if last is None else f"  (+{start - last:.3f} s)"
         print(f"  {start - t0:8.3f} s  {end - start:6.3f} s long  {rows:7.0f} rows{since}")
         last = start
+    if limit is not None and events[-1][0] - t0 > skip_s:
+        room = unused_room(events, read_waits(run_dir), read_spans(run_dir), limit, t0 + skip_s, events[-1][0])
+        print(f"  unused room from {skip_s:g} s on, in points of the limit: {sum(room.values()) * 100:.2f}: "
+              + ", ".join(f"{state} {part * 100:.2f}" for state, part in room.items()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.shared.windows",
+                                     description="The shape of what bench_shared --keep-admitted kept: each run's "
+                                                 "admissions as lumps, and with --limit where the limit went unused.")
+    parser.add_argument("dir", type=Path, help="the folder --keep-admitted wrote (one folder per run), or one run's")
+    parser.add_argument("--limit", type=float, help="the run's limit in msgs/s (a constant one: not a live cut's)")
+    parser.add_argument("--skip-s", type=float, default=5.0,
+                        help="seconds after the first admission left out of the unused room (the benchmark's "
+                             "warm-up; default 5)")
+    args = parser.parse_args(argv)
+    if not args.dir.is_dir():
+        parser.error(f"{str(args.dir)!r} is not a folder")
+    if args.limit is not None and not (math.isfinite(args.limit) and args.limit > 0):
+        parser.error(f"--limit must be a number of msgs/s above 0, got {args.limit!r}")
+    if not (math.isfinite(args.skip_s) and args.skip_s >= 0):
+        parser.error(f"--skip-s must be a number of seconds of 0 or more, got {args.skip_s!r}")
+    runs = sorted(p for p in args.dir.iterdir() if p.is_dir()) or [args.dir]
+    for run_dir in runs:
+        _print_lumps(run_dir, args.limit, args.skip_s)
 
 
 if __name__ == "__main__":
-    import sys
-
-    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
-        sys.exit("usage: python -m benchmarks.shared.windows DIR  (a folder that bench_shared --keep-admitted "
-                 "wrote: one folder of *.log records per run, or one such folder)")
-    top = Path(sys.argv[1])
-    runs = sorted(p for p in top.iterdir() if p.is_dir()) or [top]
-    for run_dir in runs:
-        _print_lumps(run_dir)
+    main()

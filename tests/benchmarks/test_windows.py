@@ -20,6 +20,7 @@ from benchmarks.shared.windows import (
     read_waits,
     requests_per_s,
     throttled_share,
+    unused_room,
     window_sums,
     worst_window_ratio,
 )
@@ -219,6 +220,28 @@ def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it() -> None:
     assert lumps([]) == []
 
 
+def test_unused_room_is_what_the_mean_falls_short_by_split_by_what_spark_was_doing() -> None:
+    """Half a limit of 10/s used, in the first half of each second: a task runs then (an admission a tenth of a
+    second, the last of each second after a 0.2-s wait for the limiter), and none in the second half. The room is
+    half the limit all along: a quarter of it while no task ran, a tenth while the task waited, the rest while it
+    sent."""
+    events = [(k + 0.05 + 0.1 * i, 1.0) for k in range(20) for i in range(5)]
+    waits = [(t, n, 0.2 if round((t % 1) * 100) == 45 else 0.0) for t, n in events]
+    spans = [(float(k), k + 0.5) for k in range(20)]
+    got = unused_room(events, waits, spans, 10.0, 2.0, 12.0)
+    assert got == pytest.approx({"no task": 0.25, "a task waiting": 0.10, "tasks sending": 0.15}, abs=0.005)
+    assert sum(got.values()) == pytest.approx(1 - mean_ratio(events, 10.0, 2.0, 12.0), abs=0.005)
+
+
+def test_a_pattern_locked_to_the_window_leaves_no_room_while_spark_is_between_tasks() -> None:
+    """Redis's shape: the whole limit in one lump at the start of each second, while a task runs, and nothing
+    until the lump slides out: no room is ever free, whenever Spark pauses."""
+    events = [(float(k), 10.0) for k in range(20)]
+    spans = [(k - 0.01, k + 0.1) for k in range(20)]
+    got = unused_room(events, [(t, n, 0.0) for t, n in events], spans, 10.0, 2.0, 12.0)
+    assert sum(got.values()) == pytest.approx(0.0, abs=1e-9)
+
+
 def test_the_shape_printer_reads_what_keep_admitted_kept(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -229,6 +252,13 @@ def test_the_shape_printer_reads_what_keep_admitted_kept(tmp_path: Path) -> None
     out = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path)], capture_output=True,
                          text=True, check=True).stdout
     assert "75 rows in 1.500 s" in out and "50 rows" in out and "(+1.500 s)" in out
+    with_limit = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path), "--limit", "50",
+                                 "--skip-s", "0"], capture_output=True, text=True, check=True).stdout
+    assert "unused room from 0 s on" in with_limit and "no task" in with_limit
+    for flag, value, says in (("--limit", "0", "--limit must be"), ("--skip-s", "nan", "--skip-s must be")):
+        bad = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path), flag, value],
+                             capture_output=True, text=True)
+        assert bad.returncode != 0 and says in bad.stderr
     bad = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path / "none")],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "usage" in bad.stderr
