@@ -237,7 +237,7 @@ def lumps(events: Sequence[tuple[float, float]], gap_s: float = LUMP_GAP_S) -> l
     return out
 
 
-ROOM_STEP_S = 0.001
+ROOM_STEP_S = 0.001   # the room is read each millisecond: finer than a keeper's beat (20 ms) and most waits
 
 
 def unused_room(events: Sequence[tuple[float, float]], waits: Iterable[tuple[float, float, float]],
@@ -284,7 +284,7 @@ def new_folder(value: str) -> Path:
     return path
 
 
-def _print_lumps(run_dir: Path, limit: float | None, skip_s: float) -> None:
+def _print_shape(run_dir: Path, limit: float | None, skip_s: float) -> None:
     events = read_events(run_dir)
     if not events:
         print(f"{run_dir}: no admissions recorded")
@@ -296,10 +296,14 @@ def _print_lumps(run_dir: Path, limit: float | None, skip_s: float) -> None:
         since = "" if last is None else f"  (+{start - last:.3f} s)"
         print(f"  {start - t0:8.3f} s  {end - start:6.3f} s long  {rows:7.0f} rows{since}")
         last = start
-    if limit is not None and events[-1][0] - t0 > skip_s:
-        room = unused_room(events, read_waits(run_dir), read_spans(run_dir), limit, t0 + skip_s, events[-1][0])
-        print(f"  unused room from {skip_s:g} s on, in points of the limit: {sum(room.values()) * 100:.2f}: "
-              + ", ".join(f"{state} {part * 100:.2f}" for state, part in room.items()))
+    if limit is None:
+        return
+    if events[-1][0] - t0 <= skip_s:
+        print(f"  no unused room: the records end within the first {skip_s:g} s (--skip-s)")
+        return
+    room = unused_room(events, read_waits(run_dir), read_spans(run_dir), limit, t0 + skip_s, events[-1][0])
+    print(f"  unused room from {skip_s:g} s on, in points of the limit: {sum(room.values()) * 100:.2f}: "
+          + ", ".join(f"{state} {part * 100:.2f}" for state, part in room.items()))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -322,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--skip-s must be a number of seconds of 0 or more, got {args.skip_s!r}")
     runs = sorted(p for p in args.dir.iterdir() if p.is_dir()) or [args.dir]
     for run_dir in runs:
-        _print_lumps(run_dir, args.limit, args.skip_s)
+        _print_shape(run_dir, args.limit, args.skip_s)
 
 
 if __name__ == "__main__":
