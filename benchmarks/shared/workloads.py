@@ -193,6 +193,9 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
         # (with an executor killed, the whole run's mean holds Spark's own pause: the goal is on the one above)
         goal = kind == "ours" and w.during != "executor"
         spread = _spread(r, "mean", 3) if w.during != "executor" else ""
+        if "unused_gaps" in r:   # where the rest of the limit went (windows.unused_room)
+            spread = "; ".join(filter(None, (spread, f"unused: {100 * r['unused_gaps']:.2f} points while no task "
+                                                      f"ran, {100 * r['unused_waiting']:.2f} while a task waited")))
         out.append(row(section, f"{label}: mean admitted / limit", r["mean"], "x",
                        f"0.97-{most:.4g}" if goal else "", 0.97 <= r["mean"] <= most if goal else None, spread))
     goal = kind == "ours"

@@ -233,6 +233,19 @@ def test_unused_room_is_what_the_mean_falls_short_by_split_by_what_spark_was_doi
     assert sum(got.values()) == pytest.approx(1 - mean_ratio(events, 10.0, 2.0, 12.0), abs=0.005)
 
 
+def test_a_streams_mean_row_says_where_the_rest_of_the_limit_went() -> None:
+    from benchmarks.shared.workloads import Workload, rows_for
+    stream = Workload("stream, 1 topic, 4 tasks", "topic", ("ours", "redis"), partitions=4)
+    figures = {"mean": 0.974, "mean_low": 0.941, "mean_high": 0.982, "runs": 3, "worst": 1.05,
+               "unused_gaps": 0.0122, "unused_waiting": 0.0139}
+    mean = next(r for r in rows_for(stream, "ours", "local[2]", figures) if r["name"].endswith("mean admitted / limit"))
+    assert mean["note"] == ("the median of 3 runs (0.941-0.982); unused: 1.22 points while no task ran, 1.39 while a "
+                            "task waited")
+    one_run = {"mean": 0.99, "worst": 1.05, "unused_gaps": 0.001, "unused_waiting": 0.002}
+    mean = next(r for r in rows_for(stream, "redis", "local[2]", one_run) if "mean admitted" in r["name"])
+    assert mean["note"] == "unused: 0.10 points while no task ran, 0.20 while a task waited"
+
+
 def test_a_pattern_locked_to_the_window_leaves_no_room_while_spark_is_between_tasks() -> None:
     """Redis's shape: the whole limit in one lump at the start of each second, while a task runs, and nothing
     until the lump slides out: no room is ever free, whenever Spark pauses."""
