@@ -174,7 +174,8 @@ class Bench:
         else:
             jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during)
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
-        spans = windows.read_spans(log_dir) if "executor_killed" in marks or w.job != "publish" else []
+        steady = w.sizes is None and w.job != "publish" and not marks   # a stream under one constant limit
+        spans = windows.read_spans(log_dir) if "executor_killed" in marks or steady else []
         if w.job != "publish":
             events = [(t, n) for t, n, _ in waits]
         requests = windows.requests_per_s(log_dir, started, time.time())
@@ -200,7 +201,7 @@ class Bench:
                                                 slack=one_acquire(kind) * LIMIT)
             out["cut_mean"] = windows.mean_ratio(events, 0.3 * LIMIT, marks["cut"] + 2 * INTERVAL_S, marks["raise"])
             out["raised_mean"] = windows.mean_ratio(events, LIMIT, marks["raise"] + 2 * INTERVAL_S, t1)
-        if w.sizes is None and w.job != "publish" and not marks:   # a stream under one constant limit
+        if steady:
             room = windows.unused_room(events, waits, spans, LIMIT, t0, t1)
             out.update(unused_gaps=room["no task"], unused_waiting=room["a task waiting"])
         out.update(delivery)
