@@ -309,19 +309,19 @@ def _print_shape(run_dir: Path, limit: float | None, skip_s: float) -> None:
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
+    from collectors.__main__ import _positive_float  # (the jobs' own CLI check: > 0 and finite)
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.shared.windows",
                                      description="The shape of what bench_shared --keep-admitted kept: each run's "
                                                  "admissions as lumps, and with --limit where the limit went unused.")
     parser.add_argument("dir", type=Path, help="the folder --keep-admitted wrote (one folder per run), or one run's")
-    parser.add_argument("--limit", type=float, help="the run's limit in msgs/s (a constant one: not a live cut's)")
+    parser.add_argument("--limit", type=_positive_float, help="the run's limit in msgs/s (a constant one: not a live cut's)")
     parser.add_argument("--skip-s", type=float, default=5.0,
                         help="seconds after the first admission left out of the unused room (the benchmark's "
                              "warm-up; default 5)")
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         parser.error(f"{str(args.dir)!r} is not a folder")
-    if args.limit is not None and not (math.isfinite(args.limit) and args.limit > 0):
-        parser.error(f"--limit must be a number of msgs/s above 0, got {args.limit!r}")
     if not (math.isfinite(args.skip_s) and args.skip_s >= 0):
         parser.error(f"--skip-s must be a number of seconds of 0 or more, got {args.skip_s!r}")
     runs = sorted(p for p in args.dir.iterdir() if p.is_dir()) or [args.dir]

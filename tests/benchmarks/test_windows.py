@@ -268,7 +268,8 @@ def test_the_shape_printer_reads_what_keep_admitted_kept(tmp_path: Path) -> None
     with_limit = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path), "--limit", "50",
                                  "--skip-s", "0"], capture_output=True, text=True, check=True).stdout
     assert "unused room from 0 s on" in with_limit and "no task" in with_limit
-    for flag, value, says in (("--limit", "0", "--limit must be"), ("--skip-s", "nan", "--skip-s must be")):
+    for flag, value, says in (("--limit", "0", "argument --limit: must be a number > 0"),
+                              ("--skip-s", "nan", "--skip-s must be")):
         bad = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path), flag, value],
                              capture_output=True, text=True)
         assert bad.returncode != 0 and says in bad.stderr
