@@ -8,9 +8,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from controlplane.grant_tables import StateStoreUnavailable
+from protocol import unknown_field_reason
 
 log = logging.getLogger("controlplane")
 
@@ -39,7 +41,7 @@ def unavailable(exc: StateStoreUnavailable) -> JSONResponse:
     return reason_json(503, f"{exc}; a participant keeps its last limits and retries", {"Retry-After": "1"})
 
 
-def _one(err: dict[str, Any]) -> str:
+def _one(err: dict[str, Any], body: type[BaseModel] | None = None) -> str:
     loc = [str(p) for p in err.get("loc", ())]
     where = ".".join(loc[1:]) if loc and loc[0] in ("body", "path", "query", "header") else ".".join(loc)
     kind = err.get("type", "")
@@ -47,6 +49,8 @@ def _one(err: dict[str, Any]) -> str:
     if kind == "string_pattern_mismatch" and loc and loc[0] == "path":
         return f"invalid {where} {err.get('input')!r}: {NAME_RULE}"
     if kind == "extra_forbidden":
+        if body is not None and loc and loc[0] == "body":   # (the allowed fields: from the body's model)
+            return unknown_field_reason(body, loc[1:])
         return f"unknown field {where!r} is not allowed"
     if kind == "missing" and loc == ["body"]:
         return "a JSON request body is required"
@@ -56,10 +60,18 @@ def _one(err: dict[str, Any]) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-def validation_reason(errors: list[dict[str, Any]]) -> str:
-    parts = [_one(e) for e in errors[:10]]
+def validation_reason(errors: list[dict[str, Any]], body: type[BaseModel] | None = None) -> str:
+    """The errors (at most ten said) in one line; ``body``: the model the request's body was read as."""
+    parts = [_one(e, body) for e in errors[:10]]
     more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
     return "; ".join(parts) + more
+
+
+def _body_model(request: Request) -> type[BaseModel] | None:
+    """The model the matched route reads its body as (None: no route, or a body that is not one model)."""
+    field = getattr(request.scope.get("route"), "body_field", None)
+    annotation = getattr(getattr(field, "field_info", None), "annotation", None)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 def install(app: FastAPI) -> None:
@@ -79,7 +91,7 @@ def install(app: FastAPI) -> None:
                 ctype == "application/json" or ctype.endswith("+json")):
             return reason_json(422, f"the body must be JSON sent with 'Content-Type: application/json' "
                                     f"(got {ctype!r})")
-        return reason_json(422, validation_reason(errs))
+        return reason_json(422, validation_reason(errs, _body_model(request)))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -31,6 +31,7 @@ from .fields import (
     StrictModel,
     limit_key,
     parse_limit_key,
+    unknown_field_reason,
 )
 from .policies import (
     DispatchRate,
@@ -85,6 +86,7 @@ from .wire import (
 __all__ = [
     "MAX_COUNT", "MAX_LIST", "MAX_NAME", "MAX_NUMBER", "MAX_QUEUE_ENTRIES", "MAX_QUEUES", "QUOTA_STRATEGIES", "Direction", "Kind",
     "LenientModel", "LimitKey", "LimitValue", "QuotaStrategyName", "StrictModel", "limit_key", "parse_limit_key",
+    "unknown_field_reason",
     "DispatchRate", "LevelPolicies", "MutationQuota", "MutationQuotaEntry", "PolicySet", "PublishRate",
     "ResourceGroup", "SubscriptionPolicies", "TenantPolicies", "to_rate",
     "BROKER_DEFAULTS", "BROKER_TOTALS", "DISPATCH", "PUBLISH", "SHARED_LEVELS", "UNLIMITED_MUTATIONS_PER_S", "Limit",

@@ -9,7 +9,15 @@ import pytest
 from pydantic import ValidationError
 
 from controlplane.models import DispatchRateBody, MutationQuotaBody, PublishRateBody, ResourceGroupBody
-from protocol import MAX_QUEUE_ENTRIES, PolicySet, Report, ReportResponse, limit_key, parse_limit_key
+from protocol import (
+    MAX_QUEUE_ENTRIES,
+    PolicySet,
+    Report,
+    ReportResponse,
+    limit_key,
+    parse_limit_key,
+    unknown_field_reason,
+)
 
 from .conftest import report, usage
 
@@ -30,7 +38,7 @@ def test_valid_report_round_trips() -> None:
 
 
 @pytest.mark.parametrize(("change", "needle"), [
-    ({"extra": 1}, "unknown field(s) 'extra'; allowed: participant, seq"),
+    ({"extra": 1}, "extra\n  Extra inputs are not permitted"),
     ({"seq": -1}, "seq"),
     ({"seq": "1"}, "seq"),
     ({"interval_s": 0}, "interval_s"),
@@ -43,7 +51,7 @@ def test_valid_report_round_trips() -> None:
     ({"queues": [{"level": "topic", "name": "q",
                   "entries": [{"producer": "p", "waiting_s": 0}] * (MAX_QUEUE_ENTRIES + 1)}]}, "at most 256"),
     ({"participant": {"participant_id": "p", "application_id": "a", "executor_id": "1", "host": "h", "pid": 1,
-                      "evil": True}}, "unknown field(s) 'evil'"),
+                      "evil": True}}, "participant.evil\n  Extra inputs are not permitted"),
     ({"participant": {"participant_id": "p\n", "application_id": "a", "executor_id": "1", "host": "h",
                       "pid": 1}}, "participant_id"),
     ({"dispatch_throttled": {"nowhere": 1}}, "dispatch_throttled"),
@@ -52,6 +60,18 @@ def test_malformed_reports_are_rejected(change: dict[str, Any], needle: str) -> 
     with pytest.raises(ValidationError) as e:
         Report.model_validate({**report(), **change})
     assert needle in str(e.value)
+
+
+@pytest.mark.parametrize(("loc", "reason"), [
+    (["extra"], "unknown field 'extra'; allowed: participant, seq, sent_at, interval_s, applied_policy_version,"),
+    (["participant", "evil"], "unknown field 'evil' in participant; allowed: participant_id, application_id, "
+                              "executor_id, host, pid"),
+    (["buckets", 3, "msgs", "x"], "unknown field 'x' in buckets.3.msgs; allowed: tokens, rate, capacity, period_s"),
+    (["dispatch_throttled", "nowhere", "x"], "unknown field 'x' in dispatch_throttled.nowhere is not allowed"),
+    ([], "unknown field '?'; allowed: participant, seq,"),
+])
+def test_an_unknown_field_is_named_with_the_fields_allowed_where_it_is(loc: list[Any], reason: str) -> None:
+    assert unknown_field_reason(Report, loc).startswith(reason)
 
 
 @pytest.mark.parametrize("value", [-2, -0.5, math.nan, math.inf, "10", True, None, 10**400])

@@ -101,6 +101,15 @@ def test_malformed_report_is_422_and_stores_nothing(cp: ControlPlane, body: dict
     assert "bad" not in {p["participantId"] for p in after}
 
 
+def test_an_unknown_field_in_a_report_is_named_with_the_fields_allowed_there(cp: ControlPlane) -> None:
+    part = cp.client(PARTICIPANT)
+    body = report("uf", usage=[{**usage("rg-p", 1), "usage_rows_per_s": 3}])
+    r = part.post("/v1/report", json=body)
+    assert r.status_code == 422
+    assert r.json()["reason"] == ("unknown field 'usage_rows_per_s' in usage.0; allowed: level, name, direction, "
+                                  "usage_msgs_per_s, usage_bytes_per_s, demand_msgs_per_s, demand_bytes_per_s")
+
+
 def test_stale_and_repeated_reports_are_ignored(cp: ControlPlane) -> None:
     part = cp.client(PARTICIPANT)
     resp = send(part, report("st", sent_at=time.time() - 10))
