@@ -50,9 +50,9 @@ def _show(v: Any) -> str:
 
 
 def _number(check: Callable[[float], str | None], schema: dict[str, Any]) -> Any:
-    """A JSON number (not a string, not a boolean), finite, passing ``check``; ints stay ints. ``check`` passes
-    exactly the range ``schema`` states (when it states one), which a number is first tested against in one step:
-    the common case of every report's hundreds of numbers (the full checks run only for what falls outside it)."""
+    """A JSON number (not a string, not a boolean), finite, passing ``check``; ints stay ints. A number inside the
+    range ``schema`` states passes in one step (every report holds hundreds): the schema's range is what is
+    accepted, as it tells clients, and ``check`` says why a number outside it is refused."""
     low = schema.get("minimum", schema.get("exclusiveMinimum", math.inf))
     low_open, high = "exclusiveMinimum" in schema, schema.get("maximum", -math.inf)
 

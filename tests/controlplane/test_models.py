@@ -6,10 +6,11 @@ import math
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from controlplane.models import DispatchRateBody, MutationQuotaBody, PublishRateBody, ResourceGroupBody
 from protocol import (
+    MAX_NUMBER,
     MAX_QUEUE_ENTRIES,
     PolicySet,
     Report,
@@ -18,6 +19,7 @@ from protocol import (
     parse_limit_key,
     unknown_field_reason,
 )
+from protocol.fields import Count, NonNeg, Number, Positive, Window
 
 from .conftest import report, usage
 
@@ -72,6 +74,27 @@ def test_malformed_reports_are_rejected(change: dict[str, Any], needle: str) -> 
 ])
 def test_an_unknown_field_is_named_with_the_fields_allowed_where_it_is(loc: list[Any], reason: str) -> None:
     assert unknown_field_reason(Report, loc).startswith(reason)
+
+
+@pytest.mark.parametrize("kind", [Number, NonNeg, Positive, Window, Count])
+def test_a_number_is_accepted_exactly_within_the_range_its_schema_states(kind: Any) -> None:
+    # what a client is told (the JSON schema) is what is accepted: inside it a number passes in one step, outside it
+    # the full checks say why not
+    adapter = TypeAdapter(kind)
+    schema = adapter.json_schema()
+    low, high = schema.get("minimum", schema.get("exclusiveMinimum")), schema["maximum"]
+    for value in (-MAX_NUMBER, -2**53, -1, -0.5, -1e-300, 0, 0.0, 1e-300, 0.5, 1, 2.0, 3600, 3600.5, 2**53 - 1, 2**53,
+                  MAX_NUMBER, 2e300, 10**400, math.inf, -math.inf, math.nan, True, "1"):
+        inside = (type(value) in (int, float) and value <= high   # (NaN: no comparison holds)
+                  and (low < value if "exclusiveMinimum" in schema else low <= value))
+        if schema["type"] == "integer":
+            inside = inside and (type(value) is int or value.is_integer())
+        try:
+            adapter.validate_python(value)
+            accepted = True
+        except ValidationError:
+            accepted = False
+        assert accepted == inside, (value, schema)
 
 
 @pytest.mark.parametrize("value", [-2, -0.5, math.nan, math.inf, "10", True, None, 10**400])
