@@ -146,6 +146,11 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
+def _fields(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s fields by the names they are sent under (their aliases), in order."""
+    return {f.alias or name: f for name, f in model.model_fields.items()}
+
+
 def unknown_field_reason(model: type[BaseModel], loc: Sequence[str | int]) -> str:
     """What a validation error of type ``extra_forbidden`` at ``loc`` (within ``model``) says: the unknown field
     and, where the path leads to one model, the fields allowed there."""
@@ -154,7 +159,7 @@ def unknown_field_reason(model: type[BaseModel], loc: Sequence[str | int]) -> st
     for part in path:
         if here is None:
             break
-        fields = {f.alias or name: f for name, f in here.model_fields.items()}
+        fields = _fields(here)
         if part in fields:
             held = _models_in(fields[part].annotation)
             here = held[0] if len(held) == 1 else None
@@ -164,7 +169,7 @@ def unknown_field_reason(model: type[BaseModel], loc: Sequence[str | int]) -> st
     said = f"unknown field {field!r}" + (f" in {where}" if where else "")
     if here is None:
         return f"{said} is not allowed"
-    return f"{said}; allowed: {', '.join(f.alias or name for name, f in here.model_fields.items())}"
+    return f"{said}; allowed: {', '.join(_fields(here))}"
 
 
 class LenientModel(BaseModel):
