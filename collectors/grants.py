@@ -117,6 +117,7 @@ class Pool:
     ceiling_msgs_per_s: float | None = None        # the most its producers can spend (their other levels' limits)
     adaptive: bool = False                         # the limit learns its sink's capacity (limiter.adaptive)
     read_balance: Callable[[], tuple[float | None, float | None]] | None = None   # ``balance`` now, not at the poll
+    charged_s: float | None = None   # the clock's tick at its producers' newest recorded send, read after ``balance``
 
 
 class Grants:
@@ -354,7 +355,7 @@ class GrantKeeper:
         seen = set()
         for pool in self._pools():
             seen.add(pool.key)
-            row = self.spends.look(pool.key, pool.balance, now)   # (its row in the rows shared with the answers)
+            row = self.spends.look(pool.key, pool.balance, now, pool.charged_s)   # (its row, shared with the answers)
             moved_at = self._moved_at(row, pool.admitted, now, pool.waiting or pool.held_up)
             held = tuple(max(0.0, b or 0.0) for b in pool.balance)
             idle = now - moved_at >= self.idle_s

@@ -9,17 +9,17 @@ as soon as the last window's grants have slid out (one period), a raise is there
 limit's period (``ratePeriodInSecond``; resource groups: 1 s), its capacity the limit per period. A limit that
 is not set, or not shared, answers -1 (unlimited).
 
-The fair chunk of one ask is ``limit * chunk_s / askers``, where ``askers`` counts the participants that asked
-in the window and ``chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)`` (with the ``proportional`` strategy,
-Pulsar's, ``limit * chunk_s`` times the asker's fraction of what was granted in the window instead): each asker
-gets a quarter-second's worth of its fair share per ask, so a participant sending steadily below the limit asks
-about 4-6 times a second; while the limit binds, an answer short of the ask says to come back after
-``max(RETRY_MIN_S, askers / MAX_ASKS_PER_S)``, and the limit's asks stay near ``MAX_ASKS_PER_S`` however many
-participants share it (measured on Spark: 21-38 grant requests a second for each of two to four workers while the
-limit binds, 5.2-5.7 at 60 % of it). A micro-batch worker (``GrantWindow.returning``) held back by a spent window
-that frees a chunk sooner is told to come back then instead (not sooner than ``EARLY_RETRY`` of that wait, so its
-asks stay within four times the steady rate): its catch-up sliding out of the window is granted again at once,
-not at the phase of its next ask against that moment.
+The fair chunk of one ask is ``limit * chunk_s / askers``, where ``askers`` counts the participants that asked in
+the window and ``chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)`` (with the ``proportional`` strategy, Pulsar's,
+``limit * chunk_s`` times the asker's fraction of what was granted in the window instead): each asker gets a
+quarter-second's worth of its fair share per ask, so a participant sending steadily below the limit asks about 4-6
+times a second; while the limit binds, an answer short of the ask says to come back after ``max(RETRY_MIN_S, askers
+/ MAX_ASKS_PER_S)``, and the limit's asks stay near ``MAX_ASKS_PER_S`` however many participants share it (measured
+on Spark: 21-38 grant requests a second for each of two to four workers while the limit binds, 5.2-5.7 at 60 % of
+it). A micro-batch worker (``GrantWindow.returning``) held back by a spent window that frees a chunk sooner (by what
+was granted, and by what was spent) is told to come back then instead (not sooner than ``EARLY_RETRY`` of that wait,
+so its asks stay within four times the steady rate): its catch-up sliding out of the window is granted again at
+once, not at the phase of its next ask against that moment.
 
 ``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
 the participants that asked in the last five windows and did not say goodbye (``GrantWindow.holders``: a
@@ -352,11 +352,11 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # once), but the asks of one limit stay near MAX_ASKS_PER_S however many wait
         retry = max(RETRY_MIN_S, askers / MAX_ASKS_PER_S)
         # a micro-batch worker held back by the window, which frees a chunk's worth sooner than that (a catch-up
-        # sliding out): come back then. A poll's phase against that moment cost a stream a share of it every
+        # sliding out, within the grants' bound and the spends'): come back then. A poll's phase against that moment cost a stream a share of it every
         # window. (Not a steady holder: its asks at their own phases fill the window as it frees, and sooner asks
         # moved the shares of a steady group -- the others took 7-11 intervals to share a leaver's, not 6)
         if window.returning(holder, now):   # (asked first: the window's log is read only for such a worker)
-            frees_s = window.retry_s(capacity, now, pending=min(wants - granted, chunk))
+            frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, chunk))
             if frees_s > 0:
                 retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
     return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now)

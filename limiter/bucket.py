@@ -28,6 +28,9 @@ So the bucket is *eventually consistent* with a ``resolution_s`` (default 16 ms)
   * any other amount is appended to a ``collections.deque`` (atomic ``append``/``popleft``: the job Pulsar gives
     a ``LongAdder``), and lowers ``_estimate``, a cheap running guess of the balance.
   Both channels belong to ``_consumed``, an ``ExactCounter`` (counter.py), which settles them under a lock.
+  A charge that reads the tick (any amount but 1, a ``consume(1)`` past its allowance) stores it in ``charged_ns``
+  (None before): when the bucket was last spent from, for a participant dating its pools' spends (a pool's allowance
+  is one unit, so each send reads it). One store, no clock read; the tick lags (``limiter.clock.TICK_LAG_S``).
 - The first call in a new tick (for ``consume(1)``: the call that finds its allowance used up) takes the update
   try-lock (it never waits for it: a thread that loses the race records like the fast path) and computes::
 
@@ -106,7 +109,7 @@ class AsyncTokenBucket:
         "_clock", "_tick", "_period_ns", "_resolution_ns", "_rate", "_capacity", "_den", "_rate_num",
         "_tokens", "_estimate", "_remainder", "_last_ns", "_next_update_ns", "_consumed", "_pending_append",
         "_units", "_units_mark", "_units_refresh_ns", "_slice_units", "_counted_at_update", "_charged_directly",
-        "_lock", "__weakref__",
+        "charged_ns", "_lock", "__weakref__",
     )
 
     def __init__(
@@ -141,6 +144,7 @@ class AsyncTokenBucket:
         self._units_refresh_ns = 0
         self._counted_at_update = 0  # the counter's total at the last update
         self._charged_directly = 0  # consumption charged by the updating call itself (never in the counter)
+        self.charged_ns: int | None = None   # the tick of the newest charge that read one (see the essay)
         self._lock = threading.Lock()
 
     # --- the hot path -------------------------------------------------------------------------------------
@@ -151,16 +155,19 @@ class AsyncTokenBucket:
             if next(self._units) < self._units_mark:
                 return True
             return self._unit_allowance_spent()
-        if self._tick[0] < self._next_update_ns:
+        tick = self._tick[0]
+        self.charged_ns = tick
+        if tick < self._next_update_ns:
             self._pending_append(n)
             estimate = self._estimate - n
             self._estimate = estimate
             return estimate > 0
-        return self._update(self._tick[0], n) > 0
+        return self._update(tick, n) > 0
 
     def _unit_allowance_spent(self) -> bool:
         """consume(1) found the last update's allowance used up (its number is taken, and counted)."""
         tick = self._tick[0]
+        self.charged_ns = tick
         if tick < self._units_refresh_ns:
             return False  # that update's balance is spent, and refills are counted from the next tick on
         return self._update(tick, 0, unit_taken=True) > 0

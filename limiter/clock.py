@@ -40,10 +40,14 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "Scheduler", "TimerHandle", "SystemClock", "ManualClock", "ThreadScheduler", "scheduler_for"]
+__all__ = ["Clock", "Scheduler", "TimerHandle", "SystemClock", "ManualClock", "ThreadScheduler", "scheduler_for",
+           "TICK_LAG_S"]
 
 NS_PER_S = 1_000_000_000
 TICK_S = 0.002
+# how far a tick read may lag the clock: the ticker's sleep, and one GIL switch interval it may wait to run in a
+# busy process (a time read from a tick, plus this, is at or after the moment it was read)
+TICK_LAG_S = TICK_S + sys.getswitchinterval()
 
 
 def seconds_to_ns(seconds: float) -> int:

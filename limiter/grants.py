@@ -418,6 +418,15 @@ class GrantWindow:
             self._room_came.append((now_s, amount - left, True))
         return amount - left
 
+    def frees_s(self, holder: Hashable, capacity: float, now_s: float, pending: float) -> float:
+        """Seconds until a grant of ``pending`` to ``holder`` fits both bounds, as far as grants and spends sliding
+        out tell (``retry_s``, and the spends' bound: ``limiter.spent``). A worker told only the grants' moment came
+        back while its lump of sends a second before, counted from when they were seen, still filled the spends'
+        bound (a stream of half-window micro-batches)."""
+        spends_s = self._spent.frees_s(capacity * (1 + HELD_SLACK) + self._spent.excusable(holder, now_s), now_s,
+                                       pending)
+        return max(self.retry_s(capacity, now_s, pending), spends_s)
+
     def retry_s(self, capacity: float, now_s: float, pending: float = 0.0) -> float:
         """Seconds until some of the window is free again (0 if some is now); ``pending``: a grant about to be
         added."""

@@ -290,6 +290,12 @@ class PublishRateLimiter:
                     self._timer.cancel()
                 self._timer = self._scheduler.call_later(0.0, self._unthrottle)
 
+    def charged_ns(self) -> int | None:
+        """The clock's tick at its buckets' newest recorded charge (``AsyncTokenBucket.charged_ns``); None if none
+        came. Not for the hot path."""
+        ticks = [t for t in (b.charged_ns for b in self._buckets()) if t is not None]
+        return max(ticks) if ticks else None
+
     def balance(self) -> tuple[float | None, float | None]:
         """(msgs, bytes) tokens held now (None: that dimension is unlimited). Not for the hot path."""
         m, b = self._msgs_bucket, self._bytes_bucket

@@ -13,7 +13,7 @@ How
 ---
 A holder that reports says, with each ask, what it holds (``held``: its pool's balance after any give-back) and
 what it spent since its last report, and when (its participant looks at its pools every few milliseconds, and
-dates a spend by the look that saw it: at or after the spend). ``SpentWindow`` keeps
+dates a spend at or after it: by its pool's newest send, or the look that saw it). ``SpentWindow`` keeps
 
 - the spends of the last ``window_s``, in time order, and
 - per *idle* reporting holder (one that spent nothing since its report before: its tokens may be held through a
@@ -192,6 +192,18 @@ class SpentWindow:
         """Spent in the window ending now, held by idle holders, and granted to bursting ones since they reported."""
         self._slide(now_s)
         return max(0.0, self._spent + self._held_total + self._fresh_total)
+
+    def frees_s(self, bound: float, now_s: float, pending: float) -> float:
+        """Seconds until ``counted()`` leaves room for ``pending`` under ``bound`` as spends slide out (0 if it does
+        now; ``window_s`` if only a report can: what is held, or granted to a bursting holder, stays until then)."""
+        excess = self.counted(now_s) + pending - bound
+        if excess <= 0:
+            return 0.0
+        for at_s, amount, _ in self._spends:
+            excess -= amount
+            if excess <= 1e-9:
+                return max(0.0, at_s + self.window_s - now_s)
+        return self.window_s
 
     def held(self, holder: Hashable) -> float:
         return self._held.get(holder, 0.0)

@@ -417,3 +417,20 @@ def test_a_limit_answered_short_is_asked_again_when_the_answer_says_and_says_how
     assert grants.next_due_s(now[0]) == pytest.approx(SOONEST_RETRY_S)
     now[0] += 1.0
     assert grants.next_due_s(now[0]) == float("inf")   # nothing waits on an answer
+
+
+def test_a_pools_spends_are_dated_at_its_newest_send_and_the_ticks_lag_not_at_the_look_that_saw_them(
+        clock: ManualClock) -> None:
+    from limiter.clock import TICK_LAG_S
+
+    cp, (p, _) = world(clock)
+    producer = p.producer(TOPIC)
+    key = limit_key("topic", "publish", TOPIC)
+    p.grant_keeper.run_once()                       # a look: 250 held
+    looked = clock.now_s()
+    clock.advance(0.001)
+    assert producer.try_acquire(100)
+    clock.advance(0.019)
+    p.grant_keeper.run_once()                       # sees the 100 spent 19 ms ago
+    assert looked < looked + 0.001 + TICK_LAG_S < clock.now_s()
+    assert p.grant_keeper.spends.oldest_unsent_s(key) == pytest.approx(looked + 0.001 + TICK_LAG_S)

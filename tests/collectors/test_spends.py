@@ -1,4 +1,5 @@
-"""collectors.spends.SpendLog: what left a pool between two looks was spent, dated by the look that saw it."""
+"""collectors.spends.SpendLog: what left a pool between two looks was spent, dated by its newest send or the look
+that saw it."""
 
 from __future__ import annotations
 
@@ -71,3 +72,39 @@ def test_an_ask_carries_at_most_max_spends_and_says_so() -> None:
         GrantAsk(level="topic", name="a/b/c", direction="publish", spent=[{"ago_s": -1, "msgs": 1}])
     with pytest.raises(ValidationError, match="held_msgs"):
         GrantAsk(level="topic", name="a/b/c", direction="publish", held_msgs="lots")
+
+
+def test_a_spend_is_dated_at_the_pools_newest_send_and_the_ticks_lag_when_that_falls_between_two_looks() -> None:
+    """The worked example of the module essay: a lump sent at 1.001-1.004 s is counted from 1.010 s, not from
+    the look at 1.020 s that saw it."""
+    log = SpendLog(lag_s=0.007)
+    log.look("k", (200.0, None), 1.000)
+    log.look("k", (75.0, None), 1.020, charged_s=1.003)
+    assert log.oldest_unsent_s("k") == pytest.approx(1.010)
+
+
+@pytest.mark.parametrize(("charged_s", "dated_s"), [
+    (None, 1.02),     # unknown (a dispatch pool)
+    (0.99, 1.02),     # older than the previous look (plus the lag): this spend came by a path that records none
+    (1.015, 1.02),    # plus the lag, after this look: the look is the earlier of the two that are at or after it
+])
+def test_a_spend_is_dated_at_the_look_that_saw_it_when_the_newest_send_cannot_date_it(charged_s, dated_s) -> None:
+    log = SpendLog(lag_s=0.007)
+    log.look("k", (200.0, None), 1.000)
+    log.look("k", (75.0, None), 1.020, charged_s=charged_s)
+    assert log.oldest_unsent_s("k") == pytest.approx(dated_s)
+
+
+def test_the_first_look_at_a_pool_dates_nothing_and_dates_stay_in_order() -> None:
+    log = SpendLog(lag_s=0.007)
+    log.look("k", (200.0, None), 1.000, charged_s=0.999)   # (the first look only learns the balance)
+    assert log.oldest_unsent_s("k") is None
+    log.look("k", (150.0, None), 1.020, charged_s=1.001)
+    log.look("k", (100.0, None), 1.040, charged_s=1.019)   # 1.026: after the previous look
+    assert [round(1.05 - s.ago_s, 3) for s in log.unsent("k", 1.05)] == [1.008, 1.026]
+
+
+@pytest.mark.parametrize("lag_s", [-0.001, float("inf"), float("nan"), "7ms"])
+def test_a_bad_lag_is_refused_with_what_is_allowed(lag_s) -> None:
+    with pytest.raises(ValueError, match="lag_s must be a number of seconds >= 0"):
+        SpendLog(lag_s=lag_s)

@@ -377,3 +377,32 @@ def test_a_micro_batch_worker_short_of_a_spent_window_comes_back_when_it_frees_a
     # of the poll
     assert retries(micro_batch=True) == [pytest.approx(0.01 + 0.001), pytest.approx(0.02 / 4)]
     assert retries(micro_batch=False) == [pytest.approx(0.02)] * 2
+
+
+def test_a_micro_batch_worker_short_of_the_spends_bound_comes_back_when_that_frees_not_the_grants(
+        tmp_path: Path) -> None:
+    """Each grant of the catch-up is spent 5 ms after it came: the window's grants free its first chunk at 1.3 s,
+    the spends' bound at 1.305 s. Told the grants' moment, the worker came back to a bound still full, and waited
+    a poll more (a stream of half-window micro-batches lost that every window)."""
+    clock = ManualClock()
+    book = GrantBook(0.25, tmp_path, clock=clock.now_s)
+    t0 = clock.now_s()
+
+    def answer(at: float, wants: float, returns: float = 0.0, spent: tuple = ()):
+        clock.advance(t0 + at - clock.now_s())
+        ask = GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=wants,
+                       returns_msgs=returns, rate_msgs_per_s=LIMIT, held_msgs=0.0,
+                       spent=[Spend(ago_s=round(at - s, 6), msgs=m) for s, m in spent])
+        return book.answer("a", [ask], POLICIES)[0]
+    first = answer(0.0, 100).msgs                     # a first micro-batch; Spark's gap; it is back at 0.3 s
+    answer(0.05, 0, returns=10, spent=[(0.04, first - 10)])
+    last: tuple = ()
+    for at in (0.3, 0.31, 0.56, 0.81, 1.0):
+        got = answer(at, 250, spent=last).msgs
+        last = ((at + 0.005, got),)
+    # the window is spent: at 1.29 s and 1.298 s the grants free the rest of the ask in 10 and 2 ms, the spends'
+    # bound in 15 and 7 (and a millisecond)
+    at_129 = answer(1.29, 200, spent=last)
+    at_1298 = answer(1.298, 200, spent=((1.295, at_129.msgs),))
+    assert at_129.msgs < 200 and at_1298.msgs == 0
+    assert [at_129.retry_s, at_1298.retry_s] == [pytest.approx(0.015 + 0.001), pytest.approx(0.007 + 0.001)]

@@ -324,3 +324,34 @@ def test_property_every_window_admits_at_most_capacity_plus_its_refill(bursts, r
         lowest = min(lowest, j - rate * at)
         assert (j + 1 - rate * at) - lowest <= capacity + slack + 1e-6, j
     assert b.consumed_total() == len(admitted_at)
+
+
+def test_charged_ns_is_the_tick_read_by_the_newest_charge_reads_and_deposits_are_not_charges(clock):
+    b = bucket(clock, rate=100, capacity=100)
+    assert b.charged_ns is None
+    clock.advance(0.003)
+    b.consume_and_check(5)                       # an amount other than 1: recorded, at the tick it read
+    at_ns = clock.tick_cell[0]
+    clock.advance(0.004)
+    b.tokens()
+    b.deposit(3)
+    assert b.charged_ns == at_ns                 # a read and a deposit spend nothing
+
+
+def test_a_pool_records_every_consume_of_one(clock):
+    # (a bucket filled by deposits refills a hair a tick: its allowance is one unit, so every consume(1) updates)
+    b = bucket(clock, rate=1e-6, capacity=1000, initial_tokens=500)
+    for _ in range(3):
+        clock.advance(0.001)
+        b.consume_and_check(1)
+        assert b.charged_ns == clock.tick_cell[0]
+
+
+def test_charged_ns_skips_a_consume_of_one_within_its_allowance(clock):
+    # (what the hot path of one message costs is the reason: within the allowance it reads no tick at all)
+    b = bucket(clock, rate=1000, capacity=1000)  # an allowance of one tick's refill: 16 units
+    b.consume_and_check(1)
+    first = b.charged_ns
+    clock.advance(0.001)
+    assert b.consume_and_check(1) is True
+    assert b.charged_ns == first

@@ -168,3 +168,12 @@ def test_property_no_producer_is_left_throttled_forever(actions):
     assert not any(p.paused for p in producers)
     assert lim.queue_length() == 0 and clock.pending_timers() == 0
     assert all(p.tracker.mismatched_unmarks == 0 for p in producers)
+
+
+def test_charged_ns_is_the_newest_of_its_buckets_and_none_before_any_send(clock):
+    lim = limiter(clock, msgs=100, bytes=10_000)
+    assert lim.charged_ns() is None
+    lim.handle_publish_throttling(FakeProducer("p"), 2, 300)
+    assert lim.charged_ns() == clock.tick_cell[0]
+    clock.advance(0.5)
+    assert lim.charged_ns() == clock.tick_cell[0] - 500_000_000

@@ -189,3 +189,23 @@ def test_a_window_kept_before_bursting_grants_were_counted_still_counts_them() -
     revived.__setstate__(state)
     revived.granted("A", 40, bursts=True)
     assert revived.counted(0.2) == 50
+
+
+def test_the_bound_frees_a_pending_grant_when_enough_spends_slide_out() -> None:
+    w = SpentWindow(1.0)
+    w.report("A", 0, [(0.2, 300), (0.5, 400)], now_s=0.6)
+    assert w.frees_s(1000, 0.6, pending=300) == 0.0           # 700 + 300 fit now
+    assert w.frees_s(1000, 0.6, pending=500) == pytest.approx(0.6)    # 200 over: free when 0.2 s's 300 slide out
+    assert w.frees_s(1000, 0.6, pending=800) == pytest.approx(0.9)    # 500 over: and 0.5 s's 400
+    w.report("B", 250, [], now_s=0.6)                          # held through a gap: freed only by a report
+    assert w.frees_s(1000, 0.6, pending=800) == 1.0
+
+
+def test_a_grant_frees_when_both_bounds_let_it() -> None:
+    """The grants slide out at 1.0 s; the spends they paid for, seen later, at 1.015 s: a grant waits for that."""
+    w = GrantWindow(1.0, burst_s=1.0)
+    w.report("A", 0.0, [], 0.0)
+    granted = w.grant("A", 1000, 1000, 0.0, fair_chunk=1000, rate_per_s=1000)
+    w.report("A", 0.0, [(0.015, granted)], 0.05)
+    assert w.retry_s(1000, 0.99, pending=100) == pytest.approx(0.01)
+    assert w.frees_s("A", 1000, 0.99, pending=100) == pytest.approx(0.025)
