@@ -124,7 +124,8 @@ _ENTRY = re.compile(r"the (.+) rows (\d{4}-\d\d-\d\d.*)")
 def remeasured(caption: str, what: str, when: str) -> str:
     """``caption`` saying that ``what``'s rows (a module's, or some of its workloads') were re-measured ``when``:
     the full run's caption stays, with its date, and so does every other entry of its list of rows re-measured
-    since; an entry for ``what`` is replaced, else the new one comes first."""
+    since; an entry for ``what`` is replaced, and so are those for some of its workloads (``what (...)``) when
+    ``what`` is the whole module; the new one comes first."""
     found = _REMEASURED.search(caption)
     base = caption[:found.start()] if found else caption
     entries: list[tuple[str | None, str]] = []
@@ -134,7 +135,7 @@ def remeasured(caption: str, what: str, when: str) -> str:
         for part in parts:
             entry = _ENTRY.fullmatch(part)
             entries.append((entry.group(1), entry.group(2)) if entry else (None, part))
-    entries = [(what, when)] + [e for e in entries if e[0] != what]
+    entries = [(what, when)] + [e for e in entries if e[0] != what and not (e[0] or "").startswith(f"{what} (")]
     listed = "; ".join(t if w is None else f"the {w} rows {t}" for w, t in entries)
     return f"{base} Some rows re-measured: {listed}.".strip()
 

@@ -283,6 +283,13 @@ def test_a_caption_that_listed_its_re_measured_rows_with_commas_keeps_them() -> 
         "Measured 2026-11-26 14:06 UTC on 2 CPUs. Some rows re-measured: the shared rows 2026-11-27 20:24-21:11 UTC; "
         "the demo and replicas rows 2026-11-26 16:05-16:35 UTC.")
     assert remeasured("", "quota", "now") == "Some rows re-measured: the quota rows now."
+    # the whole module re-measured: its workloads re-measured before are in it, and no longer listed apart
+    some = ("Measured then. Some rows re-measured: the shared (w) rows 2026-11-29 12:17 UTC; the quota rows "
+            "2026-11-28 10:00 UTC.")
+    assert remeasured(some, "shared", "2026-11-29 16:27 UTC") == (
+        "Measured then. Some rows re-measured: the shared rows 2026-11-29 16:27 UTC; the quota rows 2026-11-28 "
+        "10:00 UTC.")
+    assert "the shared (w) rows 2026-11-29 12:17 UTC" in remeasured(some, "shared (v)", "2026-11-29 16:27 UTC")
     import datetime
     end = datetime.datetime(2026, 11, 27, 21, 11, tzinfo=datetime.UTC)
     assert measured_span("2026-11-27 20:24 UTC", end) == "2026-11-27 20:24-21:11 UTC"
