@@ -352,9 +352,10 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # once), but the asks of one limit stay near MAX_ASKS_PER_S however many wait
         retry = max(RETRY_MIN_S, askers / MAX_ASKS_PER_S)
         # a micro-batch worker held back by the window, which frees a chunk's worth sooner than that (a catch-up
-        # sliding out, within the grants' bound and the spends'): come back then. A poll's phase against that moment cost a stream a share of it every
-        # window. (Not a steady holder: its asks at their own phases fill the window as it frees, and sooner asks
-        # moved the shares of a steady group -- the others took 7-11 intervals to share a leaver's, not 6)
+        # sliding out, by the grants' bound and the spends'): come back then. A poll's phase against that moment
+        # cost a stream a share of it every window. (Not a steady holder: its asks at their own phases fill the
+        # window as it frees, and sooner asks moved the shares of a steady group -- the others took 7-11 intervals
+        # to share a leaver's, not 6)
         if window.returning(holder, now):   # (asked first: the window's log is read only for such a worker)
             frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, chunk))
             if frees_s > 0:
