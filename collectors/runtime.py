@@ -201,7 +201,7 @@ class Participant:
                                 lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
                                 lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ())),
                                 adaptive=full is not None and full.adaptive_floor_per_s is not None,
-                                read_balance=lim.balance, charged_s=_seconds(lim.charged_ns)))
+                                read_balance=lim.balance, charged_s=_seconds(lim.charged_ns())))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)
@@ -307,9 +307,8 @@ _lock = threading.Lock()
 _current: Participant | None = None
 
 
-def _seconds(read_ns: Callable[[], int | None]) -> float | None:
-    """``read_ns()`` in the keeper's seconds (its clock's ``now_ns`` / 1e9), None as None."""
-    ns = read_ns()
+def _seconds(ns: int | None) -> float | None:
+    """``ns`` in the keeper's seconds (its clock's ``now_ns`` / 1e9), None as None."""
     return None if ns is None else ns / 1e9
 
 

@@ -65,8 +65,7 @@ class SpendLog:
         self.rows = ShareRows() if rows is None else rows
         # the balance each pool should hold now but for spends (NONE: that dimension is unlimited)
         self._expected = (self.rows.column("d", NONE), self.rows.column("d", NONE))
-        self._looked = self.rows.column("B", 0)
-        self._looked_at = self.rows.column("d", -math.inf)
+        self._looked_at = self.rows.column("d", -math.inf)   # (-inf: never looked at)
         self._seen: dict[str, _Seen] = {}
 
     def look(self, key: str, balance: tuple[float | None, float | None], now_s: float,
@@ -76,8 +75,7 @@ class SpendLog:
         none)."""
         row = self.rows.add(key)
         before_s, self._looked_at[row] = self._looked_at[row], now_s
-        if not self._looked[row]:
-            self._looked[row] = 1
+        if before_s == -math.inf:
             self._set_expected(row, balance)
             return row
         spent = [0.0, 0.0]
@@ -108,7 +106,7 @@ class SpendLog:
     def deposited(self, key: str, msgs: float, bytes_: float) -> None:
         """The keeper deposited (msgs, bytes) into pool ``key`` (negative: took them back)."""
         row = self.rows.get(key)
-        if row is not None and self._looked[row]:
+        if row is not None and self._looked_at[row] != -math.inf:
             self._expected[0][row] += msgs    # (NaN, an unlimited dimension, stays NaN)
             self._expected[1][row] += bytes_
 

@@ -330,7 +330,7 @@ class GrantWindow:
             # second). Paced from its return, from empty -- a newcomer's stock neither
             own = 0.0
         # (a sole spender's debt is repaid beyond the spends' bound: it pays for a spend already counted)
-        spent_room = capacity * (1 + HELD_SLACK) - self._spent.counted(now_s) + self._spent.excusable(holder, now_s)
+        spent_room = self._spends_bound(holder, capacity, now_s) - self._spent.counted(now_s)
         amount = min(wants, own, capacity - self._total, spent_room, _amount("fair_chunk", fair_chunk))
         if learning_cap is not None:
             amount = min(amount, learning_cap - self.granted_to(holder, now_s))
@@ -423,9 +423,13 @@ class GrantWindow:
         out tell (``retry_s``, and the spends' bound: ``limiter.spent``). A worker told only the grants' moment came
         back while its lump of sends a second before, counted from when they were seen, still filled the spends'
         bound (a stream of half-window micro-batches)."""
-        spends_s = self._spent.frees_s(capacity * (1 + HELD_SLACK) + self._spent.excusable(holder, now_s), now_s,
-                                       pending)
+        spends_s = self._spent.frees_s(self._spends_bound(holder, capacity, now_s), now_s, pending)
         return max(self.retry_s(capacity, now_s, pending), spends_s)
+
+    def _spends_bound(self, holder: Hashable, capacity: float, now_s: float) -> float:
+        """The most the spends' count may reach with a grant to ``holder``: the limit and ``HELD_SLACK`` of it, and
+        the debt a sole spender may repay beyond that (``limiter.spent``)."""
+        return capacity * (1 + HELD_SLACK) + self._spent.excusable(holder, now_s)
 
     def retry_s(self, capacity: float, now_s: float, pending: float = 0.0) -> float:
         """Seconds until some of the window is free again (0 if some is now); ``pending``: a grant about to be

@@ -293,8 +293,7 @@ class PublishRateLimiter:
     def charged_ns(self) -> int | None:
         """The clock's tick at its buckets' newest recorded charge (``AsyncTokenBucket.charged_ns``); None if none
         came. Not for the hot path."""
-        ticks = [t for t in (b.charged_ns for b in self._buckets()) if t is not None]
-        return max(ticks) if ticks else None
+        return max((b.charged_ns for b in self._buckets() if b.charged_ns is not None), default=None)
 
     def balance(self) -> tuple[float | None, float | None]:
         """(msgs, bytes) tokens held now (None: that dimension is unlimited). Not for the hot path."""

@@ -432,5 +432,5 @@ def test_a_pools_spends_are_dated_at_its_newest_send_and_the_ticks_lag_not_at_th
     assert producer.try_acquire(100)
     clock.advance(0.019)
     p.grant_keeper.run_once()                       # sees the 100 spent 19 ms ago
-    assert looked < looked + 0.001 + TICK_LAG_S < clock.now_s()
+    assert looked + 0.001 + TICK_LAG_S < clock.now_s()   # (between the two looks: dated by the send)
     assert p.grant_keeper.spends.oldest_unsent_s(key) == pytest.approx(looked + 0.001 + TICK_LAG_S)
