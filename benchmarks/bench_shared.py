@@ -45,7 +45,7 @@ import redis
 from collectors.__main__ import _positive_float  # (the jobs' own CLI check: > 0, or an error saying so)
 
 from .common import row
-from .shared import jobs, windows
+from .shared import apps, jobs, windows
 from .shared.cluster import StandaloneCluster
 from .shared.kinds import KINDS, arrow_fn, cost_per_acquire_s, redis_limit_key
 from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
@@ -62,7 +62,7 @@ from .shared.workloads import (
     workloads,
 )
 
-SESSION_WARM_UP_TASKS = 8   # a new SparkSession's unmeasured stream (see ``Bench._session``)
+SESSION_WARM_UP_TASKS = 8   # a new SparkSession's unmeasured stream (see ``jobs.session``)
 SESSION_WARM_UP_S = 20.0
 
 
@@ -93,30 +93,8 @@ class Bench:
         self.spark, self.where = self._session(master), where
 
     def _session(self, master: str) -> Any:
-        from pyspark.sql import SparkSession
-
-        from collectors.shipping import library_archive
-        from collectors.spark import configure
-
-        builder = (SparkSession.builder.master(master).appName("throttlescope-bench-shared")
-                   .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.shuffle.partitions", "2").config("spark.executor.memory", "512m")
-                   .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(jobs.ARROW_ROWS)))
-        configure(builder, self.cp.url, self.cp.token, THROTTLESCOPE_REPORT_INTERVAL_S=str(INTERVAL_S))
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-        # the workloads' task functions live in this package: the cluster's executors get it as the library
-        spark.sparkContext.addPyFile(str(library_archive(self.work, ("benchmarks",))))
-        # the first streaming query of a session spends seconds starting up, and each Python worker's first
-        # producer waits for its participant's first answer: neither in any measured run (the warm-up topic has
-        # no limit, so it goes through the helpers at full speed). As wide as the widest stream and as long as a
-        # run: after 8 s of 2 tasks of 100 rows, the first run of an 8-task stream on the cluster read 0.87-0.94
-        # of the limit whichever kind it was (six runs of ours, one of Redis: the JVMs still warming up), the
-        # runs after it 0.97-0.998; after this warm-up the first read 0.975
-        with tempfile.TemporaryDirectory(prefix="warm-up-", dir=self.work) as log_dir:
-            jobs.stream(spark, arrow_fn("ours", ("warm/up/t",), log_dir), SESSION_WARM_UP_TASKS, int(LIMIT),
-                        SESSION_WARM_UP_S)
-        return spark
+        return jobs.session(master, self.cp.url, self.cp.token, self.work, SESSION_WARM_UP_TASKS, SESSION_WARM_UP_S,
+                            report_interval_s=INTERVAL_S, warm_up_rows=int(LIMIT))
 
     def close(self) -> None:
         if self.spark is not None:
@@ -171,6 +149,10 @@ class Bench:
                                   sum(w.sizes) if w.sizes else None, during, delivery)
         elif w.sizes is not None:
             jobs.batch(self.spark, fn, w.sizes)
+        elif w.apps:   # (this session idles: each application is a driver of its own)
+            each = [apps.App(kind, topic, w.partitions, w.rows_per_batch, pace, LIMIT, len(w.apps), self.redis.url,
+                             self.redis_key) for topic, pace in zip(topics, w.apps, strict=True)]
+            started = apps.run(each, self.cp.url, self.cp.token, self.work, log_dir, WARMUP_S + span_s, INTERVAL_S)
         else:
             jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during)
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
@@ -195,7 +177,7 @@ class Bench:
                "worst": windows.worst_window_ratio(events, LIMIT, *worst_span),
                "gap_s": windows.longest_gap_s(events, t0, t1)}
         if waits and w.sizes is None:
-            out["throttled"] = windows.throttled_share(waits, w.partitions, t0, t1)
+            out["throttled"] = windows.throttled_share(waits, len(w.apps) or w.partitions, t0, t1)
         if "cut" in marks:
             out["hold_s"] = windows.hold_time_s(events, marks["cut"], 0.3 * LIMIT, marks["raise"],
                                                 slack=one_acquire(kind) * LIMIT)

@@ -16,12 +16,46 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["stream", "batch", "publish", "ARROW_ROWS", "SCHEMA"]
+__all__ = ["session", "stream", "batch", "publish", "ARROW_ROWS", "SCHEMA"]
 
 ARROW_ROWS = 100
 SCHEMA = "value long"
+
+
+def session(master: str, url: str, token: str, work: Path, warm_up_tasks: int, warm_up_s: float, *,
+            report_interval_s: float = 1.0, warm_up_rows: int = 1000, app_name: str = "throttlescope-bench-shared"
+            ) -> Any:
+    """A SparkSession on ``master`` configured for the control plane at ``url`` (``collectors.spark.configure``,
+    which ships the library; this package is added with ``addPyFile``), after an unmeasured stream of
+    ``warm_up_tasks`` tasks for ``warm_up_s`` through the helpers on a topic with no limit."""
+    from pyspark.sql import SparkSession
+
+    from collectors.shipping import library_archive
+    from collectors.spark import configure
+
+    from .kinds import arrow_fn
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.executor.memory", "512m")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_ROWS)))
+    configure(builder, url, token, THROTTLESCOPE_REPORT_INTERVAL_S=str(report_interval_s))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    # the workloads' task functions live in this package: the cluster's executors get it as the library
+    spark.sparkContext.addPyFile(str(library_archive(work, ("benchmarks",))))
+    # the first streaming query of a session spends seconds starting up, and each Python worker's first producer
+    # waits for its participant's first answer: neither in any measured run (the warm-up topic has no limit, so it
+    # goes through the helpers at full speed). As wide as the widest stream and as long as a run: after 8 s of 2
+    # tasks of 100 rows, the first run of an 8-task stream on the cluster read 0.87-0.94 of the limit whichever
+    # kind it was (six runs of ours, one of Redis: the JVMs still warming up), the runs after it 0.97-0.998; after
+    # this warm-up the first read 0.975
+    with tempfile.TemporaryDirectory(prefix="warm-up-", dir=work) as log_dir:
+        stream(spark, arrow_fn("ours", ("warm/up/t",), log_dir), warm_up_tasks, warm_up_rows, warm_up_s)
+    return spark
 
 
 def stream(spark: Any, fn: Callable, partitions: int, rows_per_batch: int, duration_s: float,

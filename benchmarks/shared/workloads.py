@@ -2,7 +2,8 @@
 
 A ``Workload`` is one Spark job shape under one shared limit (``LIMIT`` msgs/s): a stream through the helpers
 (``partitions`` tasks, ``rate-micro-batch`` of ``rows_per_batch`` rows, a window's worth unless said), a batch job
-(``sizes``: rows per partition), or the project's own publish job (``job="publish"``); ``during`` is what happens
+(``sizes``: rows per partition), the project's own publish job (``job="publish"``), or streams of several
+applications, each its own driver (``apps``: two jobs of one tenant, ``shared/apps.py``); ``during`` is what happens
 mid-run: a live ``cut`` to 30 % and back, the control plane ``kill``ed and restarted, (on the cluster) one
 ``executor`` SIGKILLed, or (control-plane replicas, ``benchmarks/bench_replicas.py``) one ``replica`` SIGKILLed or
 their ``redis`` restarted empty. ``where`` says which Spark ran it: ``local[2]`` or ``cluster`` (a standalone
@@ -57,6 +58,9 @@ class Workload:
     repeats: int = 1
     span_s: float | None = None     # the measuring span after the warm-up, if not the benchmark's own
     rows_per_batch: int = int(LIMIT)   # a stream's rows per micro-batch (default: a window's worth of the limit)
+    # several applications, each its own driver on local[1] (``apps``), application i sending to topics[i], its
+    # tasks paced to apps[i] rows a second each (0: as fast as the limit lets them)
+    apps: tuple[float, ...] = ()
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,6 +100,11 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
         # on the cluster, whose micro-batches take longer to start, about the limit itself (0.98x): none binds there
         Workload("stream, 1 topic, 4 tasks, micro-batches of half the limit", "topic", ("ours", "static", "redis"),
                  partitions=4, rows_per_batch=int(LIMIT) // 2, repeats=runs),
+        # two jobs of one tenant, each its own driver (one core each: the cluster's two would be the first's),
+        # one as fast as the limit lets it, one a trickle of about a tenth of the limit: the trickle's share
+        # must not strand what it does not send
+        Workload("two applications, tenant limit: a stream beside a trickle", "tenant", ("ours", "static", "redis"),
+                 topics=three[:2], apps=(0.0, 0.1 * LIMIT), repeats=runs),
     ]) + ([
         Workload("stream, one executor killed", "topic", ("ours", "static", "redis"), during="executor",
                  repeats=1 if quick else 3),
