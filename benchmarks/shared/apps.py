@@ -107,20 +107,19 @@ def main(argv: list[str]) -> None:
     """One driver: warm up, say READY, read the moment to start from stdin, run its stream until then plus the
     duration."""
     from . import jobs
-    from .kinds import KINDS, arrow_fn
+    from .kinds import arrow_fn
 
     config = json.loads(argv[0])
     app = App(**config["app"])
-    if app.kind not in KINDS:   # (before a session's seconds of start-up)
-        raise SystemExit(f"kind must be one of {KINDS}, got {app.kind!r}")
+    # (built before the session's seconds of start-up: a wrong kind is refused at once, by arrow_fn's own check)
+    fn = arrow_fn(app.kind, (app.topic,), config["log_dir"], limit_per_s=app.limit_per_s, tasks=app.tasks,
+                  redis_url=app.redis_url, redis_key=app.redis_key, pace_per_task=app.pace_per_task)
     spark = jobs.session("local[1]", config["url"], config["token"], Path(config["work"]), app.partitions,
                          WARM_UP_S, report_interval_s=config["report_interval_s"],
                          app_name=f"throttlescope-bench-{app.topic.replace('/', '-')}")
     print("READY", flush=True)
     start = float(sys.stdin.readline())
     time.sleep(max(0.0, start - time.time()))
-    fn = arrow_fn(app.kind, (app.topic,), config["log_dir"], limit_per_s=app.limit_per_s, tasks=app.tasks,
-                  redis_url=app.redis_url, redis_key=app.redis_key, pace_per_task=app.pace_per_task)
     try:
         jobs.stream(spark, fn, app.partitions, app.rows_per_batch, config["duration_s"] - (time.time() - start))
     finally:
