@@ -122,10 +122,12 @@ _ENTRY = re.compile(r"the (.+) rows (\d{4}-\d\d-\d\d.*)")
 
 
 def remeasured(caption: str, what: str, when: str) -> str:
-    """``caption`` saying that ``what``'s rows (a module's, or some of its workloads') were re-measured ``when``:
-    the full run's caption stays, with its date, and so does every other entry of its list of rows re-measured
-    since; an entry for ``what`` is replaced, and so are those for some of its workloads (``what (...)``) when
-    ``what`` is the whole module; the new one comes first."""
+    """``caption`` saying that ``what``'s rows (a module's, several modules' -- ``demo and replicas`` -- or some of
+    one module's workloads') were re-measured ``when``: the full run's caption stays, with its date, and so does
+    every other entry of its list of rows re-measured since; an entry for the same rows is replaced, and so are
+    those for some workloads of a module ``what`` re-measured whole (``shared (...)``); an entry of several modules
+    some of which ``what`` re-measured keeps the others (``demo and replicas``, ``demo`` re-measured: ``replicas``);
+    the new one comes first."""
     found = _REMEASURED.search(caption)
     base = caption[:found.start()] if found else caption
     entries: list[tuple[str | None, str]] = []
@@ -135,9 +137,20 @@ def remeasured(caption: str, what: str, when: str) -> str:
         for part in parts:
             entry = _ENTRY.fullmatch(part)
             entries.append((entry.group(1), entry.group(2)) if entry else (None, part))
-    entries = [(what, when)] + [e for e in entries if e[0] != what and not (e[0] or "").startswith(f"{what} (")]
-    listed = "; ".join(t if w is None else f"the {w} rows {t}" for w, t in entries)
+    kept = [(what, when)]
+    for w, t in entries:
+        if w is not None and w != what:
+            w = " and ".join(m for m in _modules(w) if m not in _modules(what) and m.split(" (")[0] not in
+                             _modules(what))
+        if w != what and w != "":
+            kept.append((w, t))
+    listed = "; ".join(t if w is None else f"the {w} rows {t}" for w, t in kept)
     return f"{base} Some rows re-measured: {listed}.".strip()
+
+
+def _modules(what: str) -> list[str]:
+    """The modules (or one module's workloads, ``shared (...)``) an entry of the caption's list names."""
+    return [what] if " (" in what else what.split(" and ")
 
 
 def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: str, what: str) -> None:

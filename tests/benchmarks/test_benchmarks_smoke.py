@@ -290,6 +290,12 @@ def test_a_caption_that_listed_its_re_measured_rows_with_commas_keeps_them() -> 
         "Measured then. Some rows re-measured: the shared rows 2026-11-29 16:27 UTC; the quota rows 2026-11-28 "
         "10:00 UTC.")
     assert "the shared (w) rows 2026-11-29 12:17 UTC" in remeasured(some, "shared (v)", "2026-11-29 16:27 UTC")
+    # several modules re-measured in one run: every entry of theirs goes, an entry of others keeps the others
+    listed = ("Measured then. Some rows re-measured: the shared rows 2026-11-29 20:26 UTC; the adaptive rows "
+              "2026-11-28 12:56 UTC; the demo and replicas rows 2026-11-28 11:04 UTC.")
+    assert remeasured(listed, "adaptive and demo", "2026-11-29 22:32 UTC") == (
+        "Measured then. Some rows re-measured: the adaptive and demo rows 2026-11-29 22:32 UTC; the shared rows "
+        "2026-11-29 20:26 UTC; the replicas rows 2026-11-28 11:04 UTC.")
     import datetime
     end = datetime.datetime(2026, 11, 27, 21, 11, tzinfo=datetime.UTC)
     assert measured_span("2026-11-27 20:24 UTC", end) == "2026-11-27 20:24-21:11 UTC"
