@@ -458,3 +458,38 @@ def test_a_trickle_beside_a_greedy_worker_leaves_it_the_rest_of_the_limit(clock:
     late = [(t, n) for t, n in admitted if t >= start + 2.0]
     assert sum(n for _, n in late) >= 0.95 * 1000 * 10                # the trickle's 100 a second, the rest the other's
     assert worst_window(late) <= 1000 * 1.05 + 100                     # held: the limit plus one send
+
+
+def test_a_trickle_quiet_after_its_burst_neither_tops_up_nor_keeps_its_share() -> None:
+    """A trickle sends its hundred a second in four sends of 25, 10 ms apart: what it spends, read over the burst,
+    is several times what it spends over the second. Served, it said that rate and kept it until it gave its
+    tokens back half a second later -- the greedy worker beside it paced at what was left -- and topped its pool up
+    to a chunk of that rate, held unspent in the window all that while (two Spark applications, traced). Quiet, it
+    asks for nothing more, and says its falling rate as it falls."""
+    clock = ManualClock()
+    _, parts = world(clock)
+    greedy, trickle = parts[0].producer(TOPIC), parts[1].producer(TOPIC)
+    key = limit_key("topic", "publish", TOPIC)
+    admitted: list[tuple[float, int]] = []
+    fair_after = []
+    start = burst = clock.now_s()
+    sent = 0
+    while clock.now_s() < start + 8.0:
+        for p in parts:
+            p.grant_keeper.run_once()
+        if not greedy.paused and greedy.try_acquire(25):
+            admitted.append((clock.now_s(), 25))
+        if clock.now_s() >= burst and sent < 4 and not trickle.paused and trickle.try_acquire(25):
+            admitted.append((clock.now_s(), 25))
+            sent += 1
+        if clock.now_s() >= burst + 1.0:
+            burst, sent = burst + 1.0, 0
+        since = clock.now_s() - burst
+        if clock.now_s() > start + 2.0 and 0.3 <= since < 0.45:   # the burst long served, the trickle quiet
+            fair_after.append(parts[0].applier.grants.fair(key)[0])
+        clock.advance(0.01)
+    late = [(t, n) for t, n in admitted if t >= start + 2.0]
+    # the greedy worker's share: the rest of the limit (660 before, the trickle's burst rate standing)
+    assert sorted(fair_after)[len(fair_after) // 2] >= 850
+    assert sum(n for _, n in late) >= 0.97 * 1000 * 6                  # 0.93 before
+    assert worst_window(late) <= 1000 * 1.05 + 25
