@@ -137,11 +137,10 @@ def remeasured(caption: str, what: str, when: str) -> str:
         for part in parts:
             entry = _ENTRY.fullmatch(part)
             entries.append((entry.group(1), entry.group(2)) if entry else (None, part))
-    kept = [(what, when)]
+    kept, gone = [(what, when)], _modules(what)
     for w, t in entries:
-        if w is not None and w != what:
-            w = " and ".join(m for m in _modules(w) if m not in _modules(what) and m.split(" (")[0] not in
-                             _modules(what))
+        if w is not None and w != what:   # (a module's workloads go with the module: "shared (...)" with "shared")
+            w = " and ".join(m for m in _modules(w) if m not in gone and m.split(" (")[0] not in gone)
         if w != what and w != "":
             kept.append((w, t))
     listed = "; ".join(t if w is None else f"the {w} rows {t}" for w, t in kept)
