@@ -64,65 +64,83 @@ class _App:
         return sent
 
 
+class _Ours:
+    """The two applications' participants of one limit on a manual clock: a task is a producer of its app's."""
+
+    def __init__(self) -> None:
+        self.clock = ManualClock()
+        _, self.parts = world(self.clock)
+        self.producers: list = [None, None]
+
+    def now(self) -> float:
+        return self.clock.now_s()
+
+    def beat(self) -> None:   # each participant's keeper, then the tasks
+        for p in self.parts:
+            p.grant_keeper.run_once()
+
+    def start(self, app: int) -> None:
+        self.producers[app] = self.parts[app].producer(TOPIC)
+
+    def end(self, app: int) -> None:
+        self.producers[app] = None
+        gc.collect()   # the task's producer is gone: its pool gives back
+
+    def send(self, app: int) -> bool:
+        producer = self.producers[app]
+        return not producer.paused and producer.try_acquire(SEND)
+
+    def advance(self) -> None:
+        self.clock.advance(STEP_S)
+
+
+class _ExactWindow:
+    """What a central exact limiter does: at most the limit in any second, checked at each send."""
+
+    PER_WINDOW = round(1.0 / STEP_S)
+
+    def __init__(self) -> None:
+        self.window: deque[tuple[int, int]] = deque()   # (step, rows): whole steps, so no float edge at a second
+        self.step = 0
+
+    def now(self) -> float:
+        return self.step * STEP_S
+
+    def beat(self) -> None:
+        pass
+
+    def start(self, app: int) -> None:
+        pass
+
+    end = start
+
+    def send(self, app: int) -> bool:   # what was admitted in the last second, this step's included
+        while self.window and self.window[0][0] <= self.step - self.PER_WINDOW:
+            self.window.popleft()
+        if sum(n for _, n in self.window) + SEND > LIMIT:
+            return False
+        self.window.append((self.step, SEND))
+        return True
+
+    def advance(self) -> None:
+        self.step += 1
+
+
 def _simulate(seed: int, span_s: float, ours: bool) -> tuple[float, float, list[tuple[float, int]]]:
     """(mean admitted / limit, worst 1-s window / limit, admissions) after WARM_UP_S of ``span_s``."""
     rnd = random.Random(seed)
     apps = [_App(0, rnd), _App(4, rnd)]   # the greedy job, the trickle (4 sends of 25 a second)
+    limiter = _Ours() if ours else _ExactWindow()
     admitted: list[tuple[float, int]] = []
-    if ours:
-        clock = ManualClock()
-        _, parts = world(clock)
-        producers: list = [None, None]
-        now, advance = clock.now_s, clock.advance
-
-        def start(i: int) -> None:
-            producers[i] = parts[i].producer(TOPIC)
-
-        def end(i: int) -> None:
-            producers[i] = None
-            gc.collect()   # the task's producer is gone: its pool gives back
-
-        def send(i: int) -> bool:
-            return not producers[i].paused and producers[i].try_acquire(SEND)
-
-        def beat() -> None:   # each participant's keeper
-            for p in parts:
-                p.grant_keeper.run_once()
-    else:
-        window: deque[tuple[int, int]] = deque()   # (step, rows): whole steps, so no float edge at a second
-        steps = [0]
-        per_window = round(1.0 / STEP_S)
-
-        def now() -> float:
-            return steps[0] * STEP_S
-
-        def advance(seconds: float) -> None:
-            steps[0] += round(seconds / STEP_S)
-
-        def start(i: int) -> None:
-            pass
-
-        end = start
-
-        def send(i: int) -> bool:   # the moving window: what was admitted in the last second, this step's included
-            while window and window[0][0] <= steps[0] - per_window:
-                window.popleft()
-            if sum(n for _, n in window) + SEND > LIMIT:
-                return False
-            window.append((steps[0], SEND))
-            return True
-
-        def beat() -> None:
-            pass
-    t0 = now()
-    while now() < t0 + span_s:
-        beat()
-        at = now()
+    t0 = limiter.now()
+    while limiter.now() < t0 + span_s:
+        limiter.beat()
+        at = limiter.now()
         for i, app in enumerate(apps):
-            sent = app.step(at, lambda i=i: start(i), lambda i=i: end(i), lambda i=i: send(i))
+            sent = app.step(at, lambda i=i: limiter.start(i), lambda i=i: limiter.end(i), lambda i=i: limiter.send(i))
             if sent and at >= t0 + WARM_UP_S:
                 admitted.append((at, sent))
-        advance(STEP_S)
+        limiter.advance()
     seconds = span_s - WARM_UP_S
     return sum(n for _, n in admitted) / (LIMIT * seconds), worst_window(admitted) / LIMIT, admitted
 
@@ -136,5 +154,7 @@ def test_two_applications_share_the_limit_a_stream_beside_a_trickle() -> None:
     ours_mean = sum(m for m, _, _ in ours) / len(ours)
     exact_mean = sum(m for m, _, _ in exact) / len(exact)
     assert exact_mean >= 0.98, exact_mean                     # the same demand can use the limit
-    assert ours_mean >= 0.90, (ours_mean, exact_mean)         # 0.92-0.93
+    # (deterministic: 0.926 now; 0.910 before a pool served after a burst said its falling spend and asked ahead
+    # of its need only while it sent)
+    assert ours_mean >= 0.915, (ours_mean, exact_mean)
     assert max(w for _, w, _ in ours) <= (LIMIT * 1.05 + SEND) / LIMIT
