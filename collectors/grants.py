@@ -452,10 +452,9 @@ class GrantKeeper:
                 asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate, held=pool.balance,
                                              spent=self.spends.unsent(pool.key, now),
                                              outcomes=self.outcomes.take(pool.key)), pool))
-        for key in [k for k in self._urgent_at if k not in seen]:
-            del self._urgent_at[key]
-        for key in [k for k in self._falling if k not in seen]:
-            del self._falling[key]
+        for by_key in (self._urgent_at, self._falling):   # (the small dicts of a few limits: theirs only)
+            for key in [k for k in by_key if k not in seen]:
+                del by_key[key]
         # frees the rows of the limits it no longer holds -- not of one at its safe split now (the reporter's
         # round ends an outage before it puts the pools back): that row keeps the split last answered, which the
         # next outage falls back on (without it: the limit / 2 for a participant that is alone)
