@@ -59,7 +59,10 @@ dates nothing later; an earlier version let any give-back stop the dating of roo
 4-task stream read 0.995 of its limit (0.9965 since, three runs each).
 
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
-and the window credits it to its newest grants, so the next worker to get work finds it.
+and the window credits it to its newest grants, so the next worker to get work finds it. One that leaves in debt
+(its last send overdrew its pool by part of a send) is granted the debt at once if the window has room
+(``repay``): those tokens were spent, and granted with its next task instead they counted a micro-batch late, the
+window full while the sends it had seen left room for one more.
 
 Worked example, limit 1,000 per 1-s window, ``burst_s`` 0.5. Worker A starts a micro-batch wanting 1,000/s, alone:
 its fair rate is 1,000/s, and its first asks drain its bucket's 500 at once (catching up the gap before the
@@ -417,6 +420,20 @@ class GrantWindow:
         if amount - left > 0:
             self._room_came.append((now_s, amount - left, True))
         return amount - left
+
+    def repay(self, holder: Hashable, debt: float, capacity: float, now_s: float) -> float:
+        """Grant ``holder``, which leaves the limit owing ``debt`` (its last send overdrew its pool), what of it
+        fits the window now; returns the amount. Those tokens were spent already, and the spends count them from
+        then: granted at the holder's next task instead (a micro-batch later), the window counted them late, full
+        while the sends it had seen left room."""
+        self._slide(now_s)
+        amount = max(0.0, min(_amount("debt", debt), capacity - self._total))
+        if amount > 0:
+            self._log.append([self._dated(amount, capacity, now_s), holder, amount])
+            self._total += amount
+            self._per[holder] = self._per.get(holder, 0.0) + amount
+            self._spent.granted(holder, amount)   # (no longer owed)
+        return amount
 
     def frees_s(self, holder: Hashable, capacity: float, now_s: float, pending: float) -> float:
         """Seconds until a grant of ``pending`` to ``holder`` fits both bounds, as far as grants and spends sliding

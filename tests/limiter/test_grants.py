@@ -357,6 +357,21 @@ def test_a_micro_batch_workers_catch_up_lasts_through_the_asks_that_draw_it() ->
         pytest.approx(500)
 
 
+def test_a_leaver_in_debt_is_granted_it_at_once_if_the_window_has_room() -> None:
+    """A task's last send overdrew its pool: the debt is granted at the give-back, where the window has room, not
+    at the worker's next task -- the spends were made, and the window counted them late, full a micro-batch later
+    while the sends it had seen left room (a stream of half-window micro-batches, simulated: 0.979 -> 0.983)."""
+    w = GrantWindow(1.0)
+    assert w.grant("A", 500, 1000, 0.0, fair_chunk=500) == 500
+    w.give_back("A", 0, 0.3)
+    assert w.repay("A", 24.0, 1000, 0.3) == 24.0
+    assert w.granted(0.3) == pytest.approx(524) and w.granted_to("A", 0.3) == pytest.approx(524)
+    assert w.repay("A", 900.0, 1000, 0.3) == pytest.approx(476)     # what fits: the window holds the limit
+    assert w.repay("A", 10.0, 1000, 0.3) == 0.0
+    with pytest.raises(ValueError, match="debt"):
+        w.repay("A", -1.0, 1000, 0.3)
+
+
 def test_a_grant_is_dated_back_only_to_when_the_room_it_takes_came_free() -> None:
     """Room that came free as a grant slid out, taken by the next ask 20 ms later, counts from when it came free;
     room that was there before, or came from a give-back, counts from the ask. A give-back of nothing (a task
