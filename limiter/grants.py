@@ -59,10 +59,10 @@ dates nothing later; an earlier version let any give-back stop the dating of roo
 4-task stream read 0.995 of its limit (0.9965 since, three runs each).
 
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
-and the window credits it to its newest grants, so the next worker to get work finds it. One that leaves in debt
-(its last send overdrew its pool by part of a send) is granted the debt at once if the window has room
-(``repay``): those tokens were spent, and granted with its next task instead they counted a micro-batch late, the
-window full while the sends it had seen left room for one more.
+and the window credits it to its newest grants, so the next worker to get work finds it. A micro-batch worker
+that leaves in debt (its last send overdrew its pool by part of a send) is granted the debt at once if the window
+has room (``repay``, from the control plane's answer): those tokens were spent, and granted with its next task
+instead they counted a micro-batch late, the window full while the sends it had seen left room for one more.
 
 Worked example, limit 1,000 per 1-s window, ``burst_s`` 0.5. Worker A starts a micro-batch wanting 1,000/s, alone:
 its fair rate is 1,000/s, and its first asks drain its bucket's 500 at once (catching up the gap before the
