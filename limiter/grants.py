@@ -348,12 +348,16 @@ class GrantWindow:
                 self._spent_until = now_s + spent_s
         if amount <= 0:
             return 0.0
-        self._log.append([self._dated(amount, capacity, now_s), holder, amount])
         self._outstanding[holder] = self._outstanding.get(holder, 0.0) + amount
+        self._count(holder, amount, capacity, now_s, bursts=holder in self._returned)
+        return amount
+
+    def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
+        """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``) and in the spends' count."""
+        self._log.append([self._dated(amount, capacity, now_s), holder, amount])
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
-        self._spent.granted(holder, amount, bursts=holder in self._returned)
-        return amount
+        self._spent.granted(holder, amount, bursts=bursts)
 
     def _dated(self, amount: float, capacity: float, now_s: float) -> float:
         """When a grant of ``amount`` (which fits the window now) is counted as granted: the moment the room it
@@ -428,11 +432,8 @@ class GrantWindow:
         while the sends it had seen left room."""
         self._slide(now_s)
         amount = max(0.0, min(_amount("debt", debt), capacity - self._total))
-        if amount > 0:
-            self._log.append([self._dated(amount, capacity, now_s), holder, amount])
-            self._total += amount
-            self._per[holder] = self._per.get(holder, 0.0) + amount
-            self._spent.granted(holder, amount)   # (no longer owed)
+        if amount > 0:   # (no longer owed; nor a catch-up counted until its next report: spent already)
+            self._count(holder, amount, capacity, now_s, bursts=False)
         return amount
 
     def frees_s(self, holder: Hashable, capacity: float, now_s: float, pending: float) -> float:
