@@ -9,8 +9,11 @@ Spark's gap between micro-batches (``GAP_S``, drawn per micro-batch) and 20 ms b
 producer of its participant, gone (its tokens given back) when the task ends. The greedy job sends 25 rows at a
 time as fast as its pool lets it; the trickle sends four of 25 once a second (an Arrow batch of 100 rows, sliced),
 a tenth of the limit. Simulated so (0.1-0.3 s gaps, 12 seeds): ours 0.929 of the limit, the exact window 0.996;
-of ours' 7 points, 2.7 are room the window frees while the greedy job is between micro-batches, 2.5 room while it
-waits on its pool, and the rest tokens held unspent and given back.
+of ours' 7 points, 2.7 were room the window freed while the greedy job was between micro-batches, 2.5 room while
+it waited on its pool, and the rest tokens held unspent and given back (the trickle held 25-29 on average, the
+rest of its chunk, for half a second after each burst). Since a micro-batch worker takes the window's room beyond
+its bucket (``limiter.grants``) and a pool sending in bursts gives back soon after each (``collectors.grants``):
+0.948 (each alone: 0.941 and 0.937); the trickle holds 8 on average.
 """
 
 from __future__ import annotations
@@ -124,12 +127,15 @@ class _ExactWindow:
         self.step += 1
 
 
-def _simulate(seed: int, span_s: float, ours: bool) -> tuple[float, float]:
-    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``."""
+def _simulate(seed: int, span_s: float, ours: bool, paces: tuple[int, int] = (0, 4)
+              ) -> tuple[float, float, float]:
+    """(mean admitted / limit, worst 1-s window / limit, the first app's part of what was admitted) after
+    WARM_UP_S of ``span_s``; ``paces``: each app's (0: a greedy job; 4: the trickle, 4 sends of 25 a second)."""
     rnd = random.Random(seed)
-    apps = [_App(0, rnd), _App(4, rnd)]   # the greedy job, the trickle (4 sends of 25 a second)
+    apps = [_App(pace, rnd) for pace in paces]
     limiter = _Ours() if ours else _ExactWindow()
     admitted: list[tuple[float, int]] = []
+    first = 0
     t0 = limiter.now()
     while limiter.now() < t0 + span_s:
         limiter.beat()
@@ -138,21 +144,34 @@ def _simulate(seed: int, span_s: float, ours: bool) -> tuple[float, float]:
             sent = app.step(at, limiter, i)
             if sent and at >= t0 + WARM_UP_S:
                 admitted.append((at, sent))
+                first += sent if i == 0 else 0
         limiter.advance()
     seconds = span_s - WARM_UP_S
-    return sum(n for _, n in admitted) / (LIMIT * seconds), worst_window(admitted) / LIMIT
+    total = sum(n for _, n in admitted)
+    return total / (LIMIT * seconds), worst_window(admitted) / LIMIT, first / max(1, total)
 
 
 def test_two_applications_share_the_limit_a_stream_beside_a_trickle() -> None:
     """Ours within its goal's bound on every window, and within a few points of the exact window's use of the
-    limit (0.93 against 0.996 here, the benchmark's 0.93 against Redis's 0.96-0.97): what is left is Spark's gaps
-    and the fair split's pacing, counted in the module doc."""
+    limit (0.94 against 0.996 here, the benchmark's 0.94-0.95 against Redis's 0.96-0.975): what is left is Spark's
+    gaps and the fair split's pacing, counted in the module doc."""
     ours = [_simulate(seed, 30.0, ours=True) for seed in range(2)]
     exact = [_simulate(seed, 30.0, ours=False) for seed in range(2)]
-    ours_mean = sum(m for m, _ in ours) / len(ours)
-    exact_mean = sum(m for m, _ in exact) / len(exact)
+    ours_mean = sum(m for m, _, _ in ours) / len(ours)
+    exact_mean = sum(m for m, _, _ in exact) / len(exact)
     assert exact_mean >= 0.98, exact_mean                     # the same demand can use the limit
-    # (deterministic: 0.926 now; 0.910 before a pool served after a burst said its falling spend and asked ahead
-    # of its need only while it sent)
-    assert ours_mean >= 0.915, (ours_mean, exact_mean)
-    assert max(w for _, w in ours) <= (LIMIT * 1.05 + SEND) / LIMIT
+    # (deterministic: 0.944 now; 0.918 before a micro-batch worker took the window's room beyond its bucket and a
+    # pool sending in bursts gave back soon after each)
+    assert ours_mean >= 0.935, (ours_mean, exact_mean)
+    assert max(w for _, w, _ in ours) <= (LIMIT * 1.05 + SEND) / LIMIT
+
+
+def test_two_greedy_micro_batch_applications_share_the_limit_fairly() -> None:
+    """Two greedy jobs of the same shape, each a micro-batch worker that takes the window's room beyond its bucket
+    after its gaps: both use the whole limit, and neither takes much more than the other. The room leaves out what
+    the other was just answered short of: without that, 69/31 and 65/35; with it 55/45, as with the buckets alone
+    (this loop lets the first job ask first at every step)."""
+    runs = [_simulate(seed, 20.0, ours=True, paces=(0, 0)) for seed in range(2)]
+    assert min(m for m, _, _ in runs) >= 0.98, runs
+    assert all(0.42 <= first <= 0.58 for _, _, first in runs), runs
+    assert max(w for _, w, _ in runs) <= (LIMIT * 1.05 + SEND) / LIMIT
