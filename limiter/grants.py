@@ -202,6 +202,7 @@ class GrantWindow:
         # holder -> (when, how much) its last answer fell short of its bucket's due, by the window or the spends,
         # oldest first: kept OWED_S of the window (see ``_owed_to_others``)
         self._short: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
+        self._short_total = 0.0   # (their sum: an ask's share of it is O(1) however many holders share the limit)
 
     def __setstate__(self, state: dict) -> None:
         # a window pickled by an earlier release (the replicas' state in Redis) lacks what was added since: a
@@ -375,17 +376,23 @@ class GrantWindow:
 
     def _owe(self, holder: Hashable, short: float, now_s: float) -> None:
         """``holder``'s answer now fell ``short`` of its bucket's due (within its want and chunk): by the window or
-        the spends. An answer in full owes it nothing."""
-        self._short.pop(holder, None)
+        the spends. An answer in full owes it nothing; nor is anything owed to one that gave back (``short`` 0)."""
+        was = self._short.pop(holder, None)
+        if was is not None:
+            self._short_total -= was[1]
         if short > 1e-9:
             self._short[holder] = (now_s, short)
+            self._short_total += short
+        elif not self._short:
+            self._short_total = 0.0   # no float dust left behind
 
     def _owed_to_others(self, holder: Hashable, now_s: float) -> float:
         """What the holders but ``holder`` were last answered short of, within ``OWED_S`` of the window."""
         short = self._short
         while short and next(iter(short.values()))[0] <= now_s - OWED_S * self.window_s:
-            short.popitem(last=False)
-        return math.fsum(amount for h, (_, amount) in short.items() if h != holder)
+            self._owe(next(iter(short)), 0.0, now_s)
+        mine = short.get(holder)
+        return max(0.0, self._short_total - (mine[1] if mine is not None else 0.0))
 
     def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
         """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``) and in the spends' count."""
@@ -443,7 +450,7 @@ class GrantWindow:
                 left -= take
         self._askers.pop(holder, None)
         self._wants_per_s.pop(holder, None)
-        self._short.pop(holder, None)   # (gone: owed nothing)
+        self._owe(holder, 0.0, now_s)   # (gone: owed nothing)
         # it gives back all it was granted since it came (it asked ahead of any work, like a participant waiting to
         # be ready, or its task had no rows): no micro-batch's catch-up comes back with it to echo. (Not "all the
         # window granted it": a stream's worker at a cut limit may give back its one chunk of the window whole,
