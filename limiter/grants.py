@@ -199,9 +199,10 @@ class GrantWindow:
         self._recent: OrderedDict[Hashable, float] = OrderedDict()   # the same, kept RECENT_WINDOWS windows
         self._returned: OrderedDict[Hashable, float] = OrderedDict()  # back from a gap: holder -> when, oldest first
         self._spent = SpentWindow(self.window_s)   # reporting holders: their spends and what they hold
-        # holder -> (when, how much) its last answer fell short of its bucket's due, by the window or the spends,
-        # oldest first: kept OWED_S of the window (see ``_owed_to_others``)
-        self._short: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
+        # holder -> when its last answer fell short of its bucket's due, by the window or the spends, oldest first,
+        # and by how much: kept OWED_S of the window (see ``_owed_to_others``)
+        self._short_at: OrderedDict[Hashable, float] = OrderedDict()
+        self._short_of: dict[Hashable, float] = {}
         self._short_total = 0.0   # (their sum: an ask's share of it is O(1) however many holders share the limit)
 
     def __setstate__(self, state: dict) -> None:
@@ -377,22 +378,22 @@ class GrantWindow:
     def _owe(self, holder: Hashable, short: float, now_s: float) -> None:
         """``holder``'s answer now fell ``short`` of its bucket's due (within its want and chunk): by the window or
         the spends. An answer in full owes it nothing; nor is anything owed to one that gave back (``short`` 0)."""
-        was = self._short.pop(holder, None)
-        if was is not None:
-            self._short_total -= was[1]
+        self._short_at.pop(holder, None)
+        self._short_total -= self._short_of.pop(holder, 0.0)
         if short > 1e-9:
-            self._short[holder] = (now_s, short)
+            self._short_at[holder] = now_s
+            self._short_of[holder] = short
             self._short_total += short
-        elif not self._short:
+        elif not self._short_of:
             self._short_total = 0.0   # no float dust left behind
 
     def _owed_to_others(self, holder: Hashable, now_s: float) -> float:
         """What the holders but ``holder`` were last answered short of, within ``OWED_S`` of the window."""
-        short = self._short
-        while short and next(iter(short.values()))[0] <= now_s - OWED_S * self.window_s:
-            self._owe(next(iter(short)), 0.0, now_s)
-        mine = short.get(holder)
-        return max(0.0, self._short_total - (mine[1] if mine is not None else 0.0))
+        for gone in expire(self._short_at, now_s - OWED_S * self.window_s):
+            self._short_total -= self._short_of.pop(gone)
+        if not self._short_of:
+            self._short_total = 0.0
+        return max(0.0, self._short_total - self._short_of.get(holder, 0.0))
 
     def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
         """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``) and in the spends' count."""
