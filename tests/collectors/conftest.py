@@ -62,18 +62,23 @@ class Samples:
     def participant_id(self) -> str:
         return self.head["participant_id"]
 
-    def count_at(self, t: float) -> float:
+    def count_at(self, t: float, key: str = "n") -> float:
+        """The running total ``key`` (messages admitted, or seconds waited in acquire) at ``t``, interpolated."""
         rows = self.rows
         if t <= rows[0]["t"]:
-            return rows[0]["n"]
+            return rows[0][key]
         for prev, cur in zip(rows, rows[1:], strict=False):
             if cur["t"] >= t:
                 span = cur["t"] - prev["t"]
-                return prev["n"] + ((t - prev["t"]) / span if span > 0 else 1.0) * (cur["n"] - prev["n"])
-        return rows[-1]["n"]
+                return prev[key] + ((t - prev["t"]) / span if span > 0 else 1.0) * (cur[key] - prev[key])
+        return rows[-1][key]
 
     def rate_between(self, t0: float, t1: float) -> float:
         return (self.count_at(t1) - self.count_at(t0)) / (t1 - t0)
+
+    def waited_between(self, t0: float, t1: float) -> float:
+        """The share of [t0, t1] this process spent waiting in ``acquire`` (held by the limiter)."""
+        return (self.count_at(t1, "waited_s") - self.count_at(t0, "waited_s")) / (t1 - t0)
 
     def local_rate_at(self, t: float) -> float:
         before = [r for r in self.rows if r["t"] <= t]

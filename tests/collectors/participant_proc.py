@@ -5,7 +5,9 @@ It creates the runtime from the environment (THROTTLESCOPE_URL, ...), one produc
 demand of the current phase (``phases``: [[seconds after start, msgs/s], ...]; a paused producer does not
 catch up afterwards, short scheduling jitter is) until ``duration`` has passed. A
 sampler thread writes JSON lines to ``out`` every ``sample_s``: wall time, messages admitted so far, and the local
-rate of the limiter named by ``watch`` ([level, name]). It exits normally (so the runtime says goodbye), or stops
+rate of the limiter named by ``watch`` ([level, name]), and the seconds spent so far waiting in ``acquire``
+(``waited_s``: a participant that falls behind its demand without waiting there was kept from running by the
+host, not held by the limiter). It exits normally (so the runtime says goodbye), or stops
 at once without goodbye when ``hard_exit`` is true (``os._exit``, like a PySpark worker).
 """
 
@@ -36,12 +38,18 @@ def run(spec: dict, p, out) -> None:
     limiter = p.limits.limiter(*watch) if watch else None
     out.write(json.dumps({"event": "start", "participant_id": p.participant_id, "pid": os.getpid(),
                           "ready": ready}) + "\n")
-    state = {"n": 0, "stop": False}
+    # "wait": (seconds waited in finished acquires, when the acquire in progress began or None), one tuple so
+    # the sampler reads both as one; the acquire in progress counts too: a sample taken while it waits shows it
+    state = {"n": 0, "wait": (0.0, None), "stop": False}
+
+    def waited_s() -> float:
+        done, asked = state["wait"]
+        return done + (time.monotonic() - asked if asked is not None else 0.0)
 
     def sample() -> None:
         while not state["stop"]:
             rate = limiter.rate.msgs if limiter is not None else -1
-            out.write(json.dumps({"t": time.time(), "n": state["n"], "rate": rate,
+            out.write(json.dumps({"t": time.time(), "n": state["n"], "rate": rate, "waited_s": waited_s(),
                                   "connected": p.connected}) + "\n")
             time.sleep(spec.get("sample_s", 0.05))
 
@@ -61,14 +69,17 @@ def run(spec: dict, p, out) -> None:
         demand = [rate for at, rate in phases if now - t0 >= at][-1]
         if sched > now:
             time.sleep(sched - now)
-        if producer.acquire(1, timeout_s=0.5):
-            state["n"] += 1
+        done, asked = state["wait"][0], time.monotonic()
+        state["wait"] = (done, asked)
+        admitted = producer.acquire(1, timeout_s=0.5)
         now = time.monotonic()
+        state["wait"] = (done + now - asked, None)
+        state["n"] += admitted
         sched = (sched if now - sched < CATCH_UP_S else now) + 1.0 / demand
     state["stop"] = True
     sampler.join()
     out.write(json.dumps({"t": time.time(), "n": state["n"], "rate": limiter.rate.msgs if limiter else -1,
-                          "connected": p.connected}) + "\n")
+                          "waited_s": waited_s(), "connected": p.connected}) + "\n")
     out.write(json.dumps({"event": "end"}) + "\n")
 
 
