@@ -2,8 +2,8 @@
 participants and grant book on a manual clock, and the same demand through an exact moving window (what a central
 limiter on Redis does, at one round trip per acquire).
 
-The benchmark's workload (``benchmarks.shared.workloads``: two Spark drivers on one core each) reads ours 0.93 of
-the limit against Redis's 0.96-0.97; this is its shape without Spark, so that where the rest goes can be counted.
+The benchmark's workload (``benchmarks.shared.workloads``: two Spark drivers on one core each) reads ours 0.955 of
+the limit against Redis's 0.974; this is its shape without Spark, so that where the rest goes can be counted.
 Each application runs micro-batches of 1,000 rows in two tasks of 500, one after the other (its one core), with
 Spark's gap between micro-batches (``GAP_S``, drawn per micro-batch) and 20 ms between its two tasks; a task is a
 producer of its participant, gone (its tokens given back) when the task ends. The greedy job sends 25 rows at a
@@ -13,7 +13,13 @@ of ours' 7 points, 2.7 were room the window freed while the greedy job was betwe
 it waited on its pool, and the rest tokens held unspent and given back (the trickle held 25-29 on average, the
 rest of its chunk, for half a second after each burst). Since a micro-batch worker takes the window's room beyond
 its bucket (``limiter.grants``) and a pool sending in bursts gives back soon after each (``collectors.grants``):
-0.948 (each alone: 0.941 and 0.937); the trickle holds 8 on average.
+0.948 (each alone: 0.941 and 0.937); the trickle holds 8 on average. Those figures left a producer waiting on a
+pool that was topped up until the next step (see ``_Ours.beat``); released within the step, as the real scheduler
+does: 0.941 with the code before the two changes, 0.956 with them, as the benchmark's 0.955. What is left is at
+the greedy job's gaps: its catch-up after a gap (351 rows in the first tenth of a second; through the exact window
+209) slides out a second later, and a micro-batch's sends take about that long, so it frees more room than the job
+has rows left just as its next gap starts: the admissions of the last second read 894 then (the exact window's
+greedy job sends its last rows as room frees: 1,000), and 831 and 794 in the gap's first two tenths (958, 935).
 """
 
 from __future__ import annotations
@@ -79,6 +85,11 @@ class _Ours:
     def beat(self) -> None:   # each participant's keeper, then the tasks
         for p in self.parts:
             p.grant_keeper.run_once()
+        # a pool topped up releases its waiting producer through a timer due now: the real scheduler's thread runs
+        # it at once, the manual clock only when time moves -- run it here, before the tasks, as it would be (left
+        # to the next 10-ms step, every deposit cost the greedy job a step: 0.948 of the limit over 12 seeds, 0.956
+        # with this, the benchmark's 0.955)
+        self.clock.advance(0.0)
 
     def start(self, app: int) -> None:
         self.producers[app] = self.parts[app].producer(TOPIC)
@@ -153,24 +164,24 @@ def _simulate(seed: int, span_s: float, ours: bool, paces: tuple[int, int] = (0,
 
 def test_two_applications_share_the_limit_a_stream_beside_a_trickle() -> None:
     """Ours within its goal's bound on every window, and within a few points of the exact window's use of the
-    limit (0.94 against 0.996 here, the benchmark's 0.94-0.95 against Redis's 0.96-0.975): what is left is Spark's
-    gaps and the fair split's pacing, counted in the module doc."""
+    limit (0.954 against 0.994 here, the benchmark's 0.955 against Redis's 0.974): what is left is in Spark's gaps,
+    counted in the module doc."""
     ours = [_simulate(seed, 30.0, ours=True) for seed in range(2)]
     exact = [_simulate(seed, 30.0, ours=False) for seed in range(2)]
     ours_mean = sum(m for m, _, _ in ours) / len(ours)
     exact_mean = sum(m for m, _, _ in exact) / len(exact)
     assert exact_mean >= 0.98, exact_mean                     # the same demand can use the limit
-    # (deterministic: 0.944 now; 0.918 before a micro-batch worker took the window's room beyond its bucket and a
+    # (deterministic: 0.954 now; 0.937 before a micro-batch worker took the window's room beyond its bucket and a
     # pool sending in bursts gave back soon after each)
-    assert ours_mean >= 0.935, (ours_mean, exact_mean)
+    assert ours_mean >= 0.945, (ours_mean, exact_mean)
     assert max(w for _, w, _ in ours) <= (LIMIT * 1.05 + SEND) / LIMIT
 
 
 def test_two_greedy_micro_batch_applications_share_the_limit_fairly() -> None:
     """Two greedy jobs of the same shape, each a micro-batch worker that takes the window's room beyond its bucket
     after its gaps: both use the whole limit, and neither takes much more than the other. The room leaves out what
-    the other was just answered short of: without that, 69/31 and 65/35; with it 55/45, as with the buckets alone
-    (this loop lets the first job ask first at every step)."""
+    the other was just answered short of: without that, 66/34 and 75/25; with it 54/46 and 55/45, as with the
+    buckets alone (this loop lets the first job ask first at every step)."""
     runs = [_simulate(seed, 20.0, ours=True, paces=(0, 0)) for seed in range(2)]
     assert min(m for m, _, _ in runs) >= 0.98, runs
     assert all(0.42 <= first <= 0.58 for _, _, first in runs), runs
