@@ -378,21 +378,22 @@ class GrantWindow:
     def _owe(self, holder: Hashable, short: float, now_s: float) -> None:
         """``holder``'s answer now fell ``short`` of its bucket's due (within its want and chunk): by the window or
         the spends. An answer in full owes it nothing; nor is anything owed to one that gave back (``short`` 0)."""
-        self._short_at.pop(holder, None)
-        self._short_total -= self._short_of.pop(holder, 0.0)
+        self._forget_short(holder)
         if short > 1e-9:
             self._short_at[holder] = now_s
             self._short_of[holder] = short
             self._short_total += short
-        elif not self._short_of:
+
+    def _forget_short(self, holder: Hashable) -> None:
+        self._short_at.pop(holder, None)
+        self._short_total -= self._short_of.pop(holder, 0.0)
+        if not self._short_of:
             self._short_total = 0.0   # no float dust left behind
 
     def _owed_to_others(self, holder: Hashable, now_s: float) -> float:
         """What the holders but ``holder`` were last answered short of, within ``OWED_S`` of the window."""
         for gone in expire(self._short_at, now_s - OWED_S * self.window_s):
-            self._short_total -= self._short_of.pop(gone)
-        if not self._short_of:
-            self._short_total = 0.0
+            self._forget_short(gone)
         return max(0.0, self._short_total - self._short_of.get(holder, 0.0))
 
     def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
