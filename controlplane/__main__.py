@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import socket
 import sys
@@ -40,6 +39,7 @@ def serve(argv: Sequence[str]) -> int:
         import uvicorn
 
         from controlplane.app import create_app
+        from controlplane.heap import HeapFreezer
         app = create_app(settings, tokens)
     except (ConfigError, StoreError) as e:
         print(f"throttlescope control plane: {e}", file=sys.stderr)
@@ -49,7 +49,7 @@ def serve(argv: Sequence[str]) -> int:
           f"(data in {settings.data_dir}, report interval {settings.report_interval_s:g}s, "
           f"reads {'open' if settings.open_reads else 'need a token'}{replicas}"
           f"{', port shared (SO_REUSEPORT)' if settings.reuse_port else ''})", file=sys.stderr, flush=True)
-    tune_gc()
+    HeapFreezer().start()   # no pause of the cyclic garbage collector on the report path (see heap.py)
     # one line per participant report per second drowns everything else; debug shows them
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                             access_log=settings.log_level == "debug", timeout_keep_alive=KEEP_ALIVE_S)
@@ -82,28 +82,6 @@ def shared_port_socket(host: str, port: int) -> socket.socket:
         raise
     sock.set_inheritable(True)
     return sock
-
-
-# Objects the young generation may gain before a collection (CPython's default: 700).
-GC_YOUNG_THRESHOLD = 50_000
-
-
-def tune_gc() -> None:
-    """Keep the cyclic garbage collector from pausing the report path.
-
-    The control plane holds each participant's latest report (a few dozen small objects) and replaces it every
-    interval: with 1,000 participants, some 100,000 objects a second that live about one second. Under CPython's
-    default thresholds they survive a few young collections, reach the oldest generation, and trigger full
-    collections over everything, 100-300 ms each, in which no report is answered (benchmarks/bench_load.py: p99
-    206-309 ms at 1,000 reports/s; with this tuning 5 ms). Reports hold no reference cycles, so reference counting
-    frees them; the collector is only needed for the rare cycle (an exception's traceback, asyncio internals).
-    So: move everything allocated at start-up (modules, the app, pydantic's schemas) out of the collector's sight
-    with ``gc.freeze()``, and collect the young generation only after it gained ``GC_YOUNG_THRESHOLD`` objects net
-    -- in steady state, reports that die as fast as they come never add up to that. Cycles still get collected;
-    what waits for collection stays bounded by the threshold (a few MB)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
 
 
 if __name__ == "__main__":
