@@ -25,6 +25,9 @@ How the load is made, and why this way
   (broker, resource group, tenant, namespace, topic), and each answer carries the usage map of its job's shared
   limits (20 participants per key). The first report of each participant also brings the policy document.
 - A warm-up (connections opened, staggered, and a few rounds of reports) precedes the measured window.
+- The generator's own garbage collector runs under the control plane's policy (``controlplane.heap``): its record
+  of answers grows through the run, and CPython's full collections over it paused every participant 30-130 ms
+  every 40 s or so, which read as the control plane's latency.
 
 Run: ``python -m benchmarks --only load`` (``--quick``: 200 participants x 10 s), or
 ``python -m benchmarks.bench_load [--quick] [--participants N] [--duration S]``.
@@ -53,6 +56,7 @@ from typing import Any
 import httpx
 
 from collectors.client import GZIP_ABOVE_BYTES
+from controlplane.heap import HeapFreezer
 from controlplane.launcher import end, env_without_settings, free_port, spawn
 
 from .common import percentile, row
@@ -137,10 +141,11 @@ def control_plane(report_interval_s: float = 1.0) -> Iterator[ControlPlaneProces
 
 # --- simulated participants ------------------------------------------------------------------------------------
 
-def _report_template(i: int, interval_s: float, limits: int = 1) -> tuple[bytes, ...]:
+def _report_template(i: int, interval_s: float, limits: int = 1, usage_map: bool = True) -> tuple[bytes, ...]:
     """Participant ``i``'s report as byte pieces around its seq, sent_at, applied policy version and admitted
     counters (filled per send). ``limits`` > 1: as many topics of its namespace, each a shared limit of its own
-    (the namespace's rate, per topic), with usage, a bucket and counters each (``bench_scale``'s curve)."""
+    (the namespace's rate, per topic), with usage, a bucket and counters each (``bench_scale``'s curve).
+    ``usage_map``: the report asks for the usage map (PIP-82's relay); the project's participants do not."""
     job = i // GROUP
     tenant, ns, topic, group = f"tenant{job % 10}", f"tenant{job % 10}/ns{job}", f"tenant{job % 10}/ns{job}/t", f"rg{job}"
     limiters = [("broker", "broker"), ("resource_group", group), ("tenant", tenant), ("namespace", ns),
@@ -149,6 +154,7 @@ def _report_template(i: int, interval_s: float, limits: int = 1) -> tuple[bytes,
         "participant": {"participant_id": f"load/{job}/{i}", "application_id": f"load-app-{job}",
                         "executor_id": str(i % GROUP), "host": f"host{i % 7}", "pid": 10_000 + i},
         "seq": "@SEQ@", "sent_at": "@SENT@", "interval_s": interval_s, "applied_policy_version": "@VER@",
+        "usage_map": usage_map,
         "usage": [{"level": level, "name": name, "direction": "publish", "usage_msgs_per_s": 40.0 + i % 13,
                    "usage_bytes_per_s": 4000.0 + i, "demand_msgs_per_s": 55.0 + i % 17,
                    "demand_bytes_per_s": 5500.0 + i} for level, name in (("resource_group", group), ("topic", topic))],
@@ -190,8 +196,8 @@ class Load:
 
 
 async def _participant(i: int, port: int, first_due: float, interval_s: float, end: float, load: Load,
-                       connect_at: float, limits: int = 1) -> None:
-    pieces = _report_template(i, interval_s, limits)
+                       connect_at: float, limits: int = 1, usage_map: bool = True) -> None:
+    pieces = _report_template(i, interval_s, limits, usage_map)
     # a report of many limits goes gzip-compressed, as a participant sends it: its fixed pieces compressed once,
     # each a gzip member, the values of each send as small members between them (RFC 1952: the body inflates to
     # their concatenation), so the generator's CPU stays the figures' bystander
@@ -252,14 +258,14 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 async def _run_load(port: int, participants: int, interval_s: float, warmup_s: float, duration_s: float,
-                    cp_pid: int, limits: int = 1) -> tuple[Load, dict[str, float]]:
+                    cp_pid: int, limits: int = 1, usage_map: bool = True) -> tuple[Load, dict[str, float]]:
     load = Load()
     t0 = time.monotonic()
     measure_from, end = t0 + warmup_s, t0 + warmup_s + duration_s
     connect_spread = max(0.5, warmup_s / 2)
     tasks = [asyncio.create_task(_participant(i, port, t0 + connect_spread + interval_s * i / participants,
                                               interval_s, end, load, t0 + connect_spread * i / participants,
-                                              limits))
+                                              limits, usage_map))
              for i in range(participants)]
     await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
     cpu0, gen0, wall0, mem0 = cpu_seconds(cp_pid), _own_cpu(), time.monotonic(), memory_kb(cp_pid)
@@ -299,9 +305,10 @@ def _server_mean_ms(cp: ControlPlaneProcess) -> float:
 
 
 def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmup_s: float | None = None,
-            limits: int = 1) -> dict[str, Any]:
+            limits: int = 1, usage_map: bool = True) -> dict[str, Any]:
     """Run the load against a fresh control plane; the raw figures (see the module essay). ``limits``: shared
-    limits a participant reports (see ``_report_template``)."""
+    limits a participant reports; ``usage_map``: whether its reports ask for the usage map (see
+    ``_report_template``)."""
     warmup_s = warmup_s if warmup_s is not None else min(5.0, 2.0 + participants / 500)
     load_before = os.getloadavg()[0]
     with control_plane(interval_s) as cp:
@@ -313,7 +320,14 @@ def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmu
                 if limits > 1:
                     admin.post(f"/admin/v2/namespaces/tenant{job % 10}/ns{job}/publishRate",
                                json={"publishThrottlingRateInMsg": 10}).raise_for_status()
-        load, usage = asyncio.run(_run_load(cp.port, participants, interval_s, warmup_s, duration_s, cp.pid, limits))
+        # the generator's own collector kept off its latencies: its record of answers grows, and CPython's full
+        # collections over it paused every participant 30-130 ms every 40 s or so of a long run
+        freezer = HeapFreezer().start()
+        try:
+            load, usage = asyncio.run(_run_load(cp.port, participants, interval_s, warmup_s, duration_s, cp.pid,
+                                                limits, usage_map))
+        finally:
+            freezer.stop()
         server_ms = _server_mean_ms(cp)
     answered = sorted(s.latency_s for s in load.samples if not math.isnan(s.latency_s))
     expected = participants * duration_s / interval_s

@@ -21,3 +21,10 @@ def test_load_generator_reports_for_every_participant_and_reads_the_control_plan
     rows = rows_of(m)
     assert len(rows) == 7 and all(set(r) == {"section", "name", "value", "unit", "goal", "ok", "note"} for r in rows)
     assert all((r["ok"] is None) == (r["goal"] == "") for r in rows)
+
+
+def test_the_curve_s_reports_of_many_limits_without_the_usage_map_are_accepted() -> None:
+    # as the project's participants report (bench_scale's curve); a field the control plane does not know would be
+    # refused (422) and counted as an error
+    m = measure(participants=20, duration_s=2.0, warmup_s=1.0, limits=30, usage_map=False)
+    assert m["sent"] == m["expected"] == 40 and m["ok"] == 40 and not m["errors"], m
