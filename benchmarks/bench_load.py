@@ -321,8 +321,9 @@ def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmu
                     admin.post(f"/admin/v2/namespaces/tenant{job % 10}/ns{job}/publishRate",
                                json={"publishThrottlingRateInMsg": 10}).raise_for_status()
         # the generator's own collector kept off its latencies: its record of answers grows, and CPython's full
-        # collections over it paused every participant 30-130 ms every 40 s or so of a long run
-        freezer = HeapFreezer().start()
+        # collections over it paused every participant 30-130 ms every 40 s or so of a long run (and no full
+        # collection of its own within a run: the sweeps free its cycles)
+        freezer = HeapFreezer(min_interval_s=24 * 3600.0).start()
         try:
             load, usage = asyncio.run(_run_load(cp.port, participants, interval_s, warmup_s, duration_s, cp.pid,
                                                 limits, usage_map))
