@@ -537,3 +537,18 @@ def test_a_trickle_quiet_after_its_burst_neither_tops_up_nor_keeps_its_share() -
     assert sorted(fair_after)[len(fair_after) // 2] >= 850
     assert sum(n for _, n in late) >= 0.97 * 1000 * 6                  # 0.93 before
     assert worst_window(late) <= 1000 * 1.05 + 25
+
+
+@pytest.mark.parametrize("n", [2, 8, 32])
+def test_a_limit_at_its_ceiling_draws_about_100_asks_a_second_whatever_the_number_of_its_participants(n):
+    # the control plane's load a shared limit brings (benchmarks.bench_load's asks at the ceiling are sized by it):
+    # its keepers ask again as room frees, so more participants share the same asks -- not each asking as often
+    clock = ManualClock()
+    cp, parts = world(clock, n)
+    producers = [p.producer(TOPIC) for p in parts]
+    send(clock, parts, producers, 3.0, batch=25)
+    asked = len(cp.grant_requests)
+    admitted = send(clock, parts, producers, 5.0, batch=25)
+    per_s = (len(cp.grant_requests) - asked) / 5.0
+    assert 900 <= sum(a for _, a in admitted) / 5.0 <= 1010   # held at its ceiling
+    assert 80 <= per_s <= 110, per_s                          # 2: 99, 8: 96, 32: 99 a second
