@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,8 +198,43 @@ class Load:
         self.errors[kind] = self.errors.get(kind, 0) + 1
 
 
+async def _send_every(port: int, connect_at: float, first_due: float, period_s: float, end: float, load: Load,
+                      request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None]) -> None:
+    """Sends ``request()`` every ``period_s`` from ``first_due`` until ``end`` on one keep-alive connection (opened
+    at ``connect_at``, again after a failure), each answer's latency into ``load``; ``wrong(status, answer)`` says
+    what is wrong with an answer (None: it is OK). One answered late is followed by the next send at once, as the
+    reporter and the keeper do, not by a burst."""
+    await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
+    reader = writer = None
+    due = first_due
+    while due < end:
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+        try:
+            if writer is None:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), ANSWER_TIMEOUT_S)
+            data = request()
+            start = time.monotonic()
+            writer.write(data)
+            status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
+            latency = time.monotonic() - start
+            problem = wrong(status, answer)
+            if problem is not None:
+                load.error(problem)
+            load.samples.append(Sample(due, latency, problem is None))
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
+            load.error(type(e).__name__)
+            load.samples.append(Sample(due, math.nan, False))
+            if writer is not None:
+                writer.close()
+            reader = writer = None
+        due = max(due + period_s, time.monotonic())
+    if writer is not None:
+        writer.close()
+
+
 async def _participant(i: int, port: int, first_due: float, interval_s: float, end: float, load: Load,
                        connect_at: float, limits: int = 1, usage_map: bool = True) -> None:
+    """Participant ``i``'s reporter: a report every ``interval_s``, its policy version applied from the answers."""
     pieces = _report_template(i, interval_s, limits, usage_map)
     # a report of many limits goes gzip-compressed, as a participant sends it: its fixed pieces compressed once,
     # each a gzip member, the values of each send as small members between them (RFC 1952: the body inflates to
@@ -211,41 +246,26 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
     head = (f"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {PARTICIPANT}\r\n"
             f"Content-Type: application/json\r\n{encoding}User-Agent: throttlescope-bench\r\nContent-Length: ").encode()
     value = packed or (lambda b: b)
-    await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
-    reader = writer = None
-    seq, due, applied = 0, first_due, b"0"
-    while due < end:
-        await asyncio.sleep(max(0.0, due - time.monotonic()))
-        try:
-            if writer is None:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), ANSWER_TIMEOUT_S)
-            seq += 1
-            admitted = value(str(seq * 100).encode())
-            body = b"".join((pieces[0], value(str(seq).encode()), pieces[1], value(repr(time.time()).encode()),
-                             pieces[2], value(applied), *(p + admitted for p in pieces[3:-1]), pieces[-1]))
-            start = time.monotonic()
-            writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
-            status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
-            latency = time.monotonic() - start
-            ok = status == 200 and b'"accepted":true' in answer
-            version = _POLICY_VERSION.search(answer)
-            if version is not None:   # applied, as a participant does: the next answers omit the policy document
-                applied = version.group(1)
-            if not ok:
-                load.error(f"HTTP {status}" if status != 200 else "not accepted")
-            load.samples.append(Sample(due, latency, ok))
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
-            load.error(type(e).__name__)
-            load.samples.append(Sample(due, math.nan, False))
-            if writer is not None:
-                writer.close()
-            reader = writer = None
-        due += interval_s
-        now = time.monotonic()
-        if due < now:           # answered late: the next report goes now (as the reporter does), not in a burst
-            due = now
-    if writer is not None:
-        writer.close()
+    seq, applied = 0, b"0"
+
+    def request() -> bytes:
+        nonlocal seq
+        seq += 1
+        admitted = value(str(seq * 100).encode())
+        body = b"".join((pieces[0], value(str(seq).encode()), pieces[1], value(repr(time.time()).encode()),
+                         pieces[2], value(applied), *(p + admitted for p in pieces[3:-1]), pieces[-1]))
+        return head + str(len(body)).encode() + b"\r\n\r\n" + body
+
+    def wrong(status: int, answer: bytes) -> str | None:
+        nonlocal applied
+        version = _POLICY_VERSION.search(answer)
+        if version is not None:   # applied, as a participant does: the next answers omit the policy document
+            applied = version.group(1)
+        if status != 200:
+            return f"HTTP {status}"
+        return None if b'"accepted":true' in answer else "not accepted"
+
+    await _send_every(port, connect_at, first_due, interval_s, end, load, request, wrong)
 
 
 _POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')
@@ -261,30 +281,13 @@ async def _asker(i: int, port: int, first_due: float, asks_per_s: float, end: fl
          "rate_msgs_per_s": 50, "held_msgs": 5}]}, separators=(",", ":")).encode()
     request = (f"POST /v1/grant HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {PARTICIPANT}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-    await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
-    reader = writer = None
-    due = first_due
-    while due < end:
-        await asyncio.sleep(max(0.0, due - time.monotonic()))
-        try:
-            if writer is None:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), ANSWER_TIMEOUT_S)
-            start = time.monotonic()
-            writer.write(request)
-            status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
-            ok = status == 200 and b'"grants":[{' in answer
-            if not ok:
-                load.error(f"HTTP {status}" if status != 200 else "no grant")
-            load.samples.append(Sample(due, time.monotonic() - start, ok))
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
-            load.error(type(e).__name__)
-            load.samples.append(Sample(due, math.nan, False))
-            if writer is not None:
-                writer.close()
-            reader = writer = None
-        due = max(due + 1 / asks_per_s, time.monotonic())
-    if writer is not None:
-        writer.close()
+
+    def wrong(status: int, answer: bytes) -> str | None:
+        if status != 200:
+            return f"HTTP {status}"
+        return None if b'"grants":[{' in answer else "no grant"
+
+    await _send_every(port, connect_at, first_due, 1 / asks_per_s, end, load, lambda: request, wrong)
 
 
 async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
