@@ -2,15 +2,15 @@
 
 What is measured
 ----------------
-1,000 participants (``--quick``: 200) each send one ``POST /v1/report`` per second for 60 s (``--quick``: 10 s) to
-a real control plane (``python -m controlplane``: uvicorn, one process) on 127.0.0.1. Then 1,000 and 500 of them
-for 30 s whose jobs' shared limits are all held at their ceiling: each participant also asks for grants
-(``POST /v1/grant``) ``ASKS_AT_CEILING_PER_S`` (5) times a second on a connection of its own, as its grant keeper
-does -- a limit at its ceiling draws about 100 asks a second whatever the number of its participants, 20 here. Figures: the report latency
-(p50, p99, max: from writing a report to reading its whole answer, client side), the share of reports answered
-and accepted, the control plane's CPU (utime + stime from ``/proc/<pid>/stat`` over the measured window, as a
-percentage of one core) and memory (VmRSS at the start and end of the window, VmHWM). Goal: p99 < 100 ms on this
-(2-core) machine.
+1,000 participants (``--quick``: 200) each send one ``POST /v1/report`` per second for 60 s (``--quick``: 10 s) to a
+real control plane (``python -m controlplane``: uvicorn, one process) on 127.0.0.1. Then 1,000 and 500 of them for
+30 s whose jobs' shared limits are all held at their ceiling: each participant also asks for grants (``POST
+/v1/grant``) ``ASKS_AT_CEILING_PER_S`` (5) times a second on a connection of its own, as its grant keeper does -- a
+limit at its ceiling draws about 100 asks a second whatever the number of its participants, 20 here. Figures: the
+report latency (p50, p99, max: from writing a report to reading its whole answer, client side; and the asks', when
+asked), the share of reports answered and accepted, the control plane's CPU (utime + stime from ``/proc/<pid>/stat``
+over the measured window, as a percentage of one core) and memory (VmRSS at the start and end of the window, VmHWM).
+Goal: p99 < 100 ms on this (2-core) machine.
 
 How the load is made, and why this way
 --------------------------------------
@@ -423,7 +423,8 @@ def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
         row(SECTION, f"{what}: reports answered per second", handled, "reports/s",
             note=f"{m['participants'] / 1.0:,.0f}/s offered; each participant waits for its answer before the next"),
         row(SECTION, f"{what}: control plane CPU", m["cp_cpu_pct"], "% of 1 core",
-            note=f"{cpu_ms:.2f} ms of CPU per {'request (report or ask)' if asking else 'report'}; one uvicorn process ({_server_stack()}); {os.cpu_count()} cores shared "
+            note=f"{cpu_ms:.2f} ms of CPU per {'request (report or ask)' if asking else 'report'}; one uvicorn "
+                 f"process ({_server_stack()}); {os.cpu_count()} cores shared "
                  f"with the load generator; load average {m['loadavg_before']:.2f} before the run"),
         row(SECTION, f"{what}: control plane memory (RSS)", m["rss_end_mb"], "MB",
             note=f"{m['rss_start_mb']:.1f} MB at the window's start, peak {m['hwm_mb']:.1f} MB"),

@@ -23,21 +23,20 @@ freed by reference counting as before. ``YOUNG_THRESHOLD`` (net objects) keeps t
 within one tick.
 
 Cycles do happen: FastAPI's error path leaves each refused request's exception and traceback in one (a flood of
-reports answered 422, 1,400 a second, made 100,000 objects of cyclic garbage a second). Frozen, they would wait
-for a full collection. So every ``sweep_every_s`` (1 s) a tick first collects the young generation -- what died
-in cycles in the last tenth of a second; a pause of a few milliseconds -- and while a sweep finds any, every tick
-sweeps, until one finds none. Sweeping at every tick cost 20 % more CPU a report at 10 limits (each report's
-objects scanned once) and a p99 of 16-21 ms; once a second, 2 %, and the flood left 2,000-10,000 objects a second
-frozen in cycles instead of 100,000.
+reports answered 422, 1,400 a second, made 100,000 objects of cyclic garbage a second). Frozen, they would wait for
+a full collection. So every ``sweep_every_s`` (1 s) a tick first collects the young generation -- what died in
+cycles in the last tenth of a second; a pause of 20-27 ms at most at 1,000 participants of 10 limits -- and while a
+sweep finds any, every tick sweeps, until one finds none. Sweeping at every tick cost 20 % more CPU a report at 10
+limits (each report's objects scanned once: 0.72 ms against 0.59) and a p99 of 16-21 ms; once a second costs nothing
+that shows (0.58-0.59 ms), and the flood left 600-10,000 objects a second frozen in cycles instead of 100,000.
 
-What dies in a cycle after it was frozen is left for a full collection (unfreeze, collect everything, freeze
-again), which ``tick`` runs when the heap has grown ``growth`` times (2) since the last one -- read in pymalloc's
-count of allocated blocks, ``sys.getallocatedblocks()``, kept per arena: 0.1 ms at 3.5 million blocks (counting
-the frozen list walks it: 50-60 ms at half a million objects, a pause of its own) -- and no sooner than
-``min_interval_s`` (60 s) after the last one or the start. The full collection pauses the process about a
-microsecond an object (0.6 s at 1,000 participants of 10 limits), so those pauses come at most once a minute, and
-only while the heap grows -- participants joining, the history of the last 15 minutes filling, a flood of
-refusals -- not at steady state.
+What dies in a cycle after it was frozen is left for a full collection (unfreeze, collect everything, freeze again),
+which ``tick`` runs when the heap has grown ``growth`` times (2) since the last one -- read in pymalloc's count of
+allocated blocks, ``sys.getallocatedblocks()``, kept per arena: 0.1 ms at 3.5 million blocks (counting the frozen
+list walks it: 50-60 ms at half a million objects, a pause of its own) -- and no sooner than ``min_interval_s`` (60
+s) after the last one or the start. The full collection pauses the process about a microsecond an object (0.4-0.6 s
+at 1,000 participants of 10 limits), so those pauses come at most once a minute, and only while the heap grows --
+participants joining, the history of the last 15 minutes filling, a flood of refusals -- not at steady state.
 
 Measured on ``benchmarks/bench_scale.py``'s curve cell of 1,000 participants of 10 limits, one report a second
 each, 20 s: a p99 of 4.7-6.3 ms and 0.58-0.59 ms of CPU a report (before: a p99 of 143-430 ms, a young collection
@@ -121,7 +120,9 @@ class HeapFreezer:
             self.sweeping, self.swept = found > 0, self.swept + found
         gc.freeze()                 # what lives on (the latest reports) is never scanned again
         now = self.clock()
-        if sys.getallocatedblocks() < self.growth * self.blocks_after_full or now - self.full_at_s < self.min_interval_s:
+        if now - self.full_at_s < self.min_interval_s:
+            return False
+        if sys.getallocatedblocks() < self.growth * self.blocks_after_full:   # (read once the interval passed)
             return False
         gc.unfreeze()
         gc.collect()

@@ -36,6 +36,7 @@ def test_participants_that_also_ask_for_grants_get_them_and_the_rows_say_so() ->
     assert m["ok"] == 40 and 110 <= m["asks_sent"] == m["asks_ok"] <= 120 and not m["ask_errors"], m
     assert 0 < m["ask_p50_ms"] <= m["ask_p99_ms"] < 5000
     rows = rows_of(m)
-    assert [r["name"].split(": ")[1] for r in rows[-2:]] == ["grant ask latency p99", "grant asks answered with a grant"]
+    assert [r["name"].split(": ")[1] for r in rows[-2:]] == ["grant ask latency p99",
+                                                             "grant asks answered with a grant"]
     assert rows[-1]["value"] == m["asks_ok"] / 120 and rows[-1]["ok"] is (m["asks_ok"] >= 0.999 * 120)
     assert all("3 grant asks a second each" in r["name"] for r in rows)
