@@ -56,6 +56,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from limiter.checks import is_number, positive
+
 __all__ = ["HeapFreezer", "YOUNG_THRESHOLD"]
 
 YOUNG_THRESHOLD = 50_000   # net objects the young generation may gain within one tick before it is collected
@@ -70,10 +72,9 @@ class HeapFreezer:
                  min_interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         for name, value in (("freeze_every_s", freeze_every_s), ("sweep_every_s", sweep_every_s),
                             ("min_interval_s", min_interval_s)):
-            if not (isinstance(value, int | float) and value > 0):
-                raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
-        if not (isinstance(growth, int | float) and growth > 1):
-            raise ValueError(f"growth must be a number > 1 (times the heap after the last full collection), "
+            positive(name, value, unit="seconds")
+        if not (is_number(growth) and growth > 1):
+            raise ValueError(f"growth must be a finite number > 1 (times the heap after the last full collection), "
                              f"got {growth!r}")
         self.freeze_every_s, self.growth, self.min_interval_s = freeze_every_s, growth, min_interval_s
         self.clock = clock

@@ -125,11 +125,13 @@ def test_the_thread_is_a_daemon_that_stops_and_leaves_the_collector_as_it_found_
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"freeze_every_s": 0}, "freeze_every_s must be a number of seconds > 0, got 0"),
-    ({"min_interval_s": -1}, "min_interval_s must be a number of seconds > 0, got -1"),
-    ({"sweep_every_s": None}, "sweep_every_s must be a number of seconds > 0, got None"),
-    ({"growth": 1}, "growth must be a number > 1"),
-    ({"growth": "2"}, "growth must be a number > 1"),
+    ({"freeze_every_s": 0}, "freeze_every_s must be a finite number of seconds > 0, got 0"),
+    ({"freeze_every_s": True}, "freeze_every_s must be a finite number of seconds > 0, got True"),
+    ({"min_interval_s": -1}, "min_interval_s must be a finite number of seconds > 0, got -1"),
+    ({"sweep_every_s": None}, "sweep_every_s must be a finite number of seconds > 0, got None"),
+    ({"growth": 1}, "growth must be a finite number > 1"),
+    ({"growth": "2"}, "growth must be a finite number > 1"),
+    ({"growth": float("inf")}, "growth must be a finite number > 1"),
 ])
 def test_bad_settings_say_what_is_allowed(kwargs, message):
     with pytest.raises(ValueError, match=message):
