@@ -105,9 +105,11 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     live = live if live is not None else LiveState(settings.report_interval_s)
     if grants is None:
         # replicas: the windows in Redis, on the wall clock every replica shares (controlplane.grant_tables)
-        grants = GrantBook(settings.report_interval_s, settings.data_dir, clock=time.time,
-                           table=RedisTable(settings.redis_url)) if settings.redis_url else \
-            GrantBook(settings.report_interval_s, settings.data_dir)
+        replicas = settings.redis_url is not None
+        grants = GrantBook(settings.report_interval_s, settings.data_dir,
+                           clock=time.time if replicas else time.monotonic,
+                           table=RedisTable(settings.redis_url) if replicas else None,
+                           asks_budget_per_s=settings.grant_asks_per_s)
 
     # replicas: every replica's live state is the whole platform's (controlplane.shared_reports)
     reports = ReportStream(settings.redis_url) if settings.redis_url else None

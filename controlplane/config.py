@@ -3,7 +3,8 @@
 ``python -m controlplane --host 127.0.0.1 --port 8000 --data-dir ./data`` (the defaults). Environment:
 THROTTLESCOPE_HOST, THROTTLESCOPE_PORT, THROTTLESCOPE_DATA_DIR, THROTTLESCOPE_REPORT_INTERVAL_S,
 THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL, THROTTLESCOPE_METRICS_TOPIC_LABELS, THROTTLESCOPE_REDIS_URL and
-THROTTLESCOPE_REUSE_PORT (replicas: see docs/architecture.md, "Several replicas"); the bootstrap tokens
+THROTTLESCOPE_REUSE_PORT (replicas: see docs/architecture.md, "Several replicas"), THROTTLESCOPE_GRANT_ASKS_PER_S;
+the bootstrap tokens
 THROTTLESCOPE_ADMIN_TOKEN and THROTTLESCOPE_TOKEN (not set: auth.py reads or makes them in the data directory).
 A value out of range stops the start with a message naming the flag or variable and what is allowed (a token's
 message never shows the token).
@@ -19,6 +20,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from controlplane.ask_pace import ASKS_BUDGET_PER_S
+from protocol import MAX_ASKS_PER_S
 from protocol.settings import (
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
@@ -26,6 +29,7 @@ from protocol.settings import (
     ConfigError,
     EnvSettings,
     IntervalSeconds,
+    between,
     switch,
 )
 
@@ -37,6 +41,7 @@ MAX_INFLATED_BYTES = 32 * 1024 * 1024   # a gzip body inflated (a report of 5,00
 MAX_JSON_DEPTH = 32
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+MAX_GRANT_ASKS_PER_S = 1e6
 
 
 def _port(value: Any) -> int:
@@ -101,6 +106,8 @@ class Settings(EnvSettings):
     # bind with SO_REUSEPORT, so that several replicas on one host serve one address (the kernel spreads the
     # connections over them)
     reuse_port: switch() = False
+    # the grant asks a second this process aims at over all its shared limits (controlplane.ask_pace)
+    grant_asks_per_s: between(MAX_ASKS_PER_S, MAX_GRANT_ASKS_PER_S, "a number of asks a second") = ASKS_BUDGET_PER_S
 
     @property
     def stale_after_s(self) -> float:
@@ -130,12 +137,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse-port", action="store_const", const="1",
                    help="bind with SO_REUSEPORT: several replicas on one host share --host:--port "
                         "(env THROTTLESCOPE_REUSE_PORT=1)")
+    p.add_argument("--grant-asks", metavar="PER_SECOND",
+                   help=f"grant asks a second this process aims at over all its shared limits, "
+                        f"{MAX_ASKS_PER_S:g}..{MAX_GRANT_ASKS_PER_S:g} (default {ASKS_BUDGET_PER_S:g}; env "
+                        "THROTTLESCOPE_GRANT_ASKS_PER_S); when it comes to fewer than 100 a busy limit, the participants "
+                        "of each are granted longer chunks, asked for less often")
     return p
 
 
 FLAGS = {"host": "--host", "port": "--port", "data_dir": "--data-dir", "report_interval_s": "--report-interval",
          "open_reads": "--open-reads", "log_level": "--log-level", "redis_url": "--redis-url",
-         "reuse_port": "--reuse-port"}
+         "reuse_port": "--reuse-port", "grant_asks_per_s": "--grant-asks"}
 
 
 def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:

@@ -10,16 +10,19 @@ limit's period (``ratePeriodInSecond``; resource groups: 1 s), its capacity the 
 is not set, or not shared, answers -1 (unlimited).
 
 The fair chunk of one ask is ``limit * chunk_s / askers``, where ``askers`` counts the participants that asked in
-the window and ``chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)`` (with the ``proportional`` strategy, Pulsar's,
-``limit * chunk_s`` times the asker's fraction of what was granted in the window instead): each asker gets a
-quarter-second's worth of its fair share per ask, so a participant sending steadily below the limit asks about 4-6
-times a second; while the limit binds, an answer short of the ask says to come back after ``max(RETRY_MIN_S, askers
-/ MAX_ASKS_PER_S)``, and the limit's asks stay near ``MAX_ASKS_PER_S`` however many participants share it (measured
-on Spark: 21-38 grant requests a second for each of two to four workers while the limit binds, 5.2-5.7 at 60 % of
-it). A micro-batch worker (``GrantWindow.returning``) held back by a spent window that frees a chunk sooner (by what
-was granted, and by what was spent) is told to come back then instead (not sooner than ``EARLY_RETRY`` of that wait,
-so its asks stay within four times the steady rate): its catch-up sliding out of the window is granted again at
-once, not at the phase of its next ask against that moment.
+the window and ``chunk_s = max(CHUNK_S, askers / pace)`` (with the ``proportional`` strategy, Pulsar's, ``limit *
+chunk_s`` times the asker's fraction of what was granted in the window instead): each asker gets a quarter-second's
+worth of its fair share per ask, so a participant sending steadily below the limit asks about 4-6 times a second;
+while the limit binds, an answer short of the ask says to come back after ``max(RETRY_MIN_S, askers / pace)``, and
+the limit's asks stay near ``pace`` however many participants share it (measured on Spark: 21-38 grant requests a
+second for each of two to four workers while the limit binds, 5.2-5.7 at 60 % of it). ``pace`` is
+``MAX_ASKS_PER_S``, or the limit's part of this process's budget of asks when more than 20 limits are busy
+(``controlplane.ask_pace``: 50 limits of 20 participants at their ceilings drew 5,000 asks a second, more than a
+core answers), but never below one ask a period for each asker; the answer says it (``Grant.chunk_s``), and a
+participant says its spends no more often. A micro-batch worker (``GrantWindow.returning``) held back by a spent
+window that frees a chunk sooner (by what was granted, and by what was spent) is told to come back then instead (not
+sooner than ``EARLY_RETRY`` of that wait, so its asks stay within four times the steady rate): its catch-up sliding
+out of the window is granted again at once, not at the phase of its next ask against that moment.
 
 ``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
 the participants that asked in the last five windows and did not say goodbye (``GrantWindow.holders``: a
@@ -60,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.adaptive import AdaptiveLimit
+from controlplane.ask_pace import ASKS_BUDGET_PER_S, AskPace
 from controlplane.grant_tables import GrantTable, MemoryTable
 from limiter.grants import DEFAULT_BURST_S, GrantWindow
 from limiter.policy import Level, Rate
@@ -126,8 +130,10 @@ class GrantBook:
 
     def __init__(self, interval_s: float, data_dir: Path | None = None, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 learning_s: float | None = None, table: GrantTable | None = None):
+                 learning_s: float | None = None, table: GrantTable | None = None,
+                 asks_budget_per_s: float = ASKS_BUDGET_PER_S):
         self.interval_s = interval_s
+        self.pace = AskPace(asks_budget_per_s)   # how often each busy limit is to be asked
         self._clock, self._wall = clock, wall
         # where the windows live: here, or in Redis for replicas (controlplane.grant_tables; its clock is then
         # the wall clock, which every replica shares)
@@ -175,9 +181,15 @@ class GrantBook:
         asks = list(asks)
         keys = [limit_key(ask.level, ask.direction, ask.name) for ask in asks]
 
+        now = self._clock()
+        for key, ask in zip(keys, asks, strict=True):
+            if ask.wants_msgs > 0 or ask.wants_bytes > 0:
+                self.pace.asked(key, now)
+        per_limit_per_s = self.pace.per_limit_per_s(now)
+
         def answer_all(limits: dict[str, _Limit], learning: bool) -> list[Grant]:
             now = self._clock()
-            return [self._answer_one(limits, key, view, participant_id, ask, now, learning)
+            return [self._answer_one(limits, key, view, participant_id, ask, now, learning, per_limit_per_s)
                     for key, ask in zip(keys, asks, strict=True)]
 
         out = self._edit(keys, answer_all)
@@ -186,7 +198,7 @@ class GrantBook:
 
     @staticmethod
     def _answer_one(limits: dict[str, _Limit], key: str, view: PolicyView, participant_id: str, ask: GrantAsk,
-                    now: float, learning: bool) -> Grant:
+                    now: float, learning: bool, per_limit_per_s: float = MAX_ASKS_PER_S) -> Grant:
         limit = view.limit(Level(ask.level), ask.direction, ask.name)
         rate = limit.rate
         if not limit.shared or rate.is_unlimited:
@@ -203,14 +215,14 @@ class GrantBook:
         if pause_s > 0:   # the sink asked for a pause: nothing for anyone until then (what it says is kept)
             ask = ask.model_copy(update={"wants_msgs": 0.0, "wants_bytes": 0.0})
         m = _one(windows.msgs, participant_id, msgs_capacity, rate.period_s, ask, "msgs", now, learning,
-                 proportional, leaving)
+                 proportional, per_limit_per_s, leaving)
         b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
-                 "bytes", now, learning, proportional, leaving)
+                 "bytes", now, learning, proportional, per_limit_per_s, leaving)
         windows.answered(now)
         return Grant(level=ask.level, name=ask.name, direction=ask.direction,
                      msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
                      bytes=b[0], chunk_bytes=b[1], safe_bytes_per_s=b[2], fair_msgs_per_s=m[4],
-                     fair_bytes_per_s=b[4], pause_s=pause_s,
+                     fair_bytes_per_s=b[4], pause_s=pause_s, chunk_s=max(m[5], b[5]),
                      holders=max(windows.msgs.holders(now), windows.bytes.holders(now)))
 
     def _touch(self, now: float, asked: bool) -> None:
@@ -295,11 +307,13 @@ class GrantBook:
 
 
 def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask: GrantAsk, dim: str, now: float,
-         learning: bool, proportional: bool, leaving: bool = False) -> tuple[float, float, float, float, float]:
-    """(granted, fair chunk, safe rate per second, retry_s, fair rate per second) for dimension ``dim`` ("msgs"
-    or "bytes") of ``ask``; -1s when it is unlimited."""
+         learning: bool, proportional: bool, per_limit_per_s: float, leaving: bool = False
+         ) -> tuple[float, float, float, float, float, float]:
+    """(granted, fair chunk, safe rate per second, retry_s, fair rate per second, seconds a chunk lasts) for
+    dimension ``dim`` ("msgs" or "bytes") of ``ask``; -1s (and 0 s) when it is unlimited. ``per_limit_per_s``:
+    the asks a second the limit is to draw (``controlplane.ask_pace``)."""
     if capacity <= 0:
-        return -1.0, -1.0, -1.0, 0.0, -1.0
+        return -1.0, -1.0, -1.0, 0.0, -1.0, 0.0
     wants, rate_per_s = getattr(ask, f"wants_{dim}"), getattr(ask, f"rate_{dim}_per_s")
     returns, safe_was_per_s = getattr(ask, f"returns_{dim}"), getattr(ask, f"safe_{dim}_per_s")
     held = getattr(ask, f"held_{dim}")
@@ -337,9 +351,18 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # and 0.99 of the limit in two runs, 0.995 and 0.996 without)
         repaid = window.repay(holder, -held, capacity, now) if leaving and held is not None and held < 0 and \
             not learning and window.returning(holder, now) else 0.0
-        return repaid, 0.0, safe_per_s(), 0.0, 0.0
+        return repaid, 0.0, safe_per_s(), 0.0, 0.0, 0.0
     askers = max(1, window.askers(now) + (not window.asked(holder)))
-    chunk_s = max(CHUNK_S, askers / MAX_ASKS_PER_S)
+    # the asks a second the limit is to draw: its part of the process's budget, but each busy participant asks
+    # about once a period at the least (up to MAX_ASKS_PER_S: a limit shared by more is asked that often)
+    pace_per_s = max(per_limit_per_s, min(MAX_ASKS_PER_S, askers / period_s))
+    stretched = pace_per_s < MAX_ASKS_PER_S   # (the budget shared by many busy limits: controlplane.ask_pace)
+    apart_s = askers / pace_per_s   # how far apart each asker's asks come
+    if stretched:
+        # a whole part of the period, so that the holders' cycles tile the window: 0.4 s in a 1-s window
+        # alternates two and three cycles a window, and one full at each third held 0.8 of the limit (1/3: 0.98)
+        apart_s = period_s / math.ceil(period_s / apart_s - 1e-9)
+    chunk_s = max(CHUNK_S, apart_s)
     share = 1 / askers
     total = window.granted(now)
     if proportional and total > 0:   # Pulsar's: everyone keeps its fraction of what was granted in the window
@@ -351,13 +374,14 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         was = safe_was_per_s if safe_was_per_s > 0 else capacity / period_s / max(2, askers)
         cap = was * period_s
     granted = window.grant(holder, wants, capacity, now, fair_chunk=chunk, rate_per_s=rate_per_s or None,
-                           learning_cap=cap, fell_back=ask.fell_back)
+                           learning_cap=cap, fell_back=ask.fell_back,
+                           asks_apart_s=apart_s if stretched else 0.0)
     askers = max(1, window.askers(now))
     retry = 0.0
     if granted < wants:
         # short of the want: ask again soon (the buckets refill continuously, and what others give back is free at
-        # once), but the asks of one limit stay near MAX_ASKS_PER_S however many wait
-        retry = max(RETRY_MIN_S, askers / MAX_ASKS_PER_S)
+        # once), but the asks of one limit stay near its pace however many wait
+        retry = max(RETRY_MIN_S, askers / pace_per_s if not stretched else apart_s)
         # a micro-batch worker held back by the window, which frees a chunk's worth sooner than that (a catch-up
         # sliding out, by the grants' bound and the spends'): come back then. A poll's phase against that moment
         # cost a stream a share of it every window. (Not a steady holder: its asks at their own phases fill the
@@ -367,4 +391,4 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
             frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, chunk))
             if frees_s > 0:
                 retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
-    return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now)
+    return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now), chunk_s

@@ -281,10 +281,12 @@ class GrantWindow:
         self._recent.pop(holder, None)
 
     def grant(self, holder: Hashable, wants: float, capacity: float, now_s: float, *, fair_chunk: float,
-              rate_per_s: float | None = None, learning_cap: float | None = None, fell_back: bool = False) -> float:
+              rate_per_s: float | None = None, learning_cap: float | None = None, fell_back: bool = False,
+              asks_apart_s: float = 0.0) -> float:
         """Grant ``holder`` up to ``wants`` tokens now (see the module essay); returns the amount.
         ``rate_per_s``: how fast the holder wants to spend (its share is max-min fair by these); ``fell_back``: it
-        ran at its fallback rate since its last ask (nothing is refilled for that time)."""
+        ran at its fallback rate since its last ask (nothing is refilled for that time); ``asks_apart_s``: how far
+        apart the holders' asks come (a window spent for no longer is them filling it at their fair rates)."""
         wants = _amount("wants", wants)
         _amount("capacity", capacity)
         self._slide(now_s)
@@ -367,7 +369,7 @@ class GrantWindow:
             # pause. A shorter span is holders asking at their fair rates, which fill the window exactly: pausing
             # there would lose the refill of every such moment (one holder alone at its limit got 0.89 of it)
             spent_s = self.retry_s(capacity, now_s, pending=amount)
-            if spent_s > SHORT_SPENT_S * self.window_s:
+            if spent_s > max(SHORT_SPENT_S * self.window_s, asks_apart_s):
                 self._spent_until = now_s + spent_s
         if amount <= 0:
             return 0.0

@@ -29,10 +29,11 @@ class InProcessControlPlane:
 
     url = "http://in-process"
 
-    def __init__(self, policies: PolicySet, interval_s: float = 0.25, clock: Callable[[], float] | None = None):
+    def __init__(self, policies: PolicySet, interval_s: float = 0.25, clock: Callable[[], float] | None = None,
+                 **book: Any):
         self.policies = policies
         self.live = LiveState(interval_s)
-        self.grants = GrantBook(interval_s, clock=clock or time.monotonic)
+        self.grants = GrantBook(interval_s, clock=clock or time.monotonic, **book)
         self.grant_requests: list[GrantRequest] = []
         self.reports: list[Report] = []
         self.goodbyes: list[str] = []

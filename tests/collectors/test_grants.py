@@ -39,19 +39,19 @@ def world(clock: ManualClock, n: int = 2):
 
 
 def send(clock: ManualClock, parts: list, producers: list, seconds: float, batch: int | tuple[int, ...] = 100,
-         threads: int = 1) -> list[tuple]:
+         threads: int = 1, tag: list | None = None) -> list[tuple]:
     """Every producer sends ``batch`` at a time (or its own, one per producer) as fast as its pool lets it, from
     ``threads`` threads each; each participant's keeper runs every 10 ms. Returns (time, amount) of every admitted
-    send."""
+    send, and the producer's ``tag`` too if given."""
     batches = batch if isinstance(batch, tuple) else (batch,) * len(producers)
     admitted, end = [], clock.now_s() + seconds
     while clock.now_s() < end:
         for p in parts:
             p.grant_keeper.run_once()
-        for prod, n in zip(producers, batches, strict=True):
+        for i, (prod, n) in enumerate(zip(producers, batches, strict=True)):
             for _ in range(threads):
                 if not prod.paused and prod.try_acquire(n):
-                    admitted.append((clock.now_s(), n))
+                    admitted.append((clock.now_s(), n) if tag is None else (clock.now_s(), n, tag[i]))
         clock.advance(0.01)
     return admitted
 
@@ -552,3 +552,32 @@ def test_a_limit_at_its_ceiling_draws_about_100_asks_a_second_whatever_the_numbe
     per_s = (len(cp.grant_requests) - asked) / 5.0
     assert 900 <= sum(a for _, a in admitted) / 5.0 <= 1010   # held at its ceiling
     assert 80 <= per_s <= 110, per_s                          # 2: 99, 8: 96, 32: 99 a second
+
+
+@pytest.mark.parametrize(("budget_per_s", "per_limit_per_s", "chunk_s"), [(2000.0, 100.0, 0.25), (100.0, 24.0, 1 / 3)])
+def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_use_each_limit(
+        budget_per_s: float, per_limit_per_s: float, chunk_s: float):
+    # five limits of eight participants each, all at their ceilings: with a budget of 2,000 asks a second each limit
+    # draws its 100; with one of 100, each about its fifth (eight askers 0.4 s apart, rounded to a third of the
+    # window): longer chunks, later retries, and each limit still held and used
+    clock = ManualClock()
+    topics = [f"acme/web/t{i}" for i in range(5)]
+    cp = InProcessControlPlane(policies(topics={t: {"publishRate": {"publishThrottlingRateInMsg": 1000}}
+                                                for t in topics}),
+                               interval_s=1.0, clock=clock.now_s, asks_budget_per_s=budget_per_s)
+    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(40)]
+    for p in parts:
+        assert p.report_now()
+    topic_of = [topics[i % 5] for i in range(40)]
+    producers = [p.producer(t) for p, t in zip(parts, topic_of, strict=True)]
+    send(clock, parts, producers, 3.0, batch=25)
+    before = len(cp.grant_requests)
+    admitted = send(clock, parts, producers, 5.0, batch=25, tag=topic_of)
+    asks = [a for r in cp.grant_requests[before:] for a in r.asks if a.wants_msgs > 0]
+    for t in topics:
+        mine = [(at, n) for at, n, tag in admitted if tag == t]
+        assert 900 <= sum(n for _, n in mine) / 5.0 <= 1010, t             # used, and held on average
+        assert worst_window(mine) <= 1000 * 1.05 + 25, t                   # held in every second
+        asked_per_s = sum(a.name == t for a in asks) / 5.0
+        assert 0.7 * per_limit_per_s <= asked_per_s <= 1.15 * per_limit_per_s, (t, asked_per_s)
+    assert [p.applier.grants.chunk_s for p in parts] == pytest.approx([chunk_s] * 40)   # as the answers say

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from controlplane.auth import ADMIN_TOKEN_FILE, PARTICIPANT_TOKEN_FILE, load_tokens
+from controlplane.app import create_app
+from controlplane.auth import ADMIN_TOKEN_FILE, PARTICIPANT_TOKEN_FILE, Tokens, load_tokens
 from controlplane.config import ConfigError, Settings, parse_settings
 from controlplane.middleware import json_depth
 
@@ -43,6 +44,15 @@ def test_replica_settings() -> None:
     assert (s.redis_url, s.reuse_port) == ("redis://127.0.0.1:6379/2", True)
 
 
+def test_the_grant_asks_budget_is_a_setting_the_grant_book_keeps(tmp_path: Path) -> None:
+    assert parse_settings([], env={}).grant_asks_per_s == 2000
+    s = parse_settings(["--grant-asks", "500"], env={"THROTTLESCOPE_GRANT_ASKS_PER_S": "9000"})
+    assert s.grant_asks_per_s == 500                                     # the flag over the environment
+    s = parse_settings([], env={"THROTTLESCOPE_GRANT_ASKS_PER_S": "9000", "THROTTLESCOPE_DATA_DIR": str(tmp_path)})
+    app = create_app(s, Tokens(admin="a" * 16, participant="p" * 16))
+    assert app.state.ctx.grants.pace.budget_per_s == 9000
+
+
 @pytest.mark.parametrize(("argv", "env", "needle"), [
     (["--port", "0"], {}, "--port must be a port number 1..65535"),
     (["--port", "70000"], {}, "1..65535"),
@@ -61,6 +71,8 @@ def test_replica_settings() -> None:
      "--redis-url must be a Redis URL (redis://..., rediss://..., unix://...), got 'localhost:6379'"),
     ([], {"THROTTLESCOPE_REUSE_PORT": "maybe"}, "THROTTLESCOPE_REUSE_PORT must be one of"),
     (["--reuse-port"], {}, "without --redis-url (THROTTLESCOPE_REDIS_URL) each would grant every shared limit whole"),
+    (["--grant-asks", "99"], {}, "--grant-asks must be a number of asks a second 100..1e+06, got '99'"),
+    ([], {"THROTTLESCOPE_GRANT_ASKS_PER_S": "lots"}, "THROTTLESCOPE_GRANT_ASKS_PER_S must be a number of asks a second"),
 ])
 def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError) as e:
