@@ -166,9 +166,9 @@ class Grants:
         # (``GrantAsk.fell_back``), and the control plane refills nothing for that time -- those spends are in no grant
         self._fell_back: set[str] = set()
         self._most_holders = 0
-        # how long a chunk lasts, as the latest answer that said it (one figure, not a column: the control plane
-        # stretches every busy limit's chunks together, as it shares one budget of asks between them)
-        self._chunk_s = 0.0
+        # how far apart the asks are to come, as the latest answer that said it (one figure, not a column: the control
+        # plane stretches every busy limit's asks together, as it shares one budget of asks between them)
+        self._asks_apart_s = 0.0
 
     @property
     def most_holders(self) -> int:
@@ -212,9 +212,10 @@ class Grants:
                 said[1] if said[1] > 0 else limit.bytes * share if limit.bytes_limited else 0.0)
 
     @property
-    def chunk_s(self) -> float:
-        """How long a chunk lasts, as the latest answer that said it (0: none did)."""
-        return self._chunk_s
+    def asks_apart_s(self) -> float:
+        """How far apart the control plane wants the asks of a limit, as the latest answer that said it (0: none
+        did)."""
+        return self._asks_apart_s
 
     def due(self, key: str, now: float) -> bool:
         row = self.rows.get(key)
@@ -250,7 +251,7 @@ class Grants:
         if ask.wants_msgs > 0 or ask.wants_bytes > 0 or math.isnan(self._safe[0][row]):
             # (a give-back's answer keeps the chunk before it: its own chunk, 0, is no chunk)
             self._chunk[0][row], self._chunk[1][row] = grant.chunk_msgs, grant.chunk_bytes
-            self._chunk_s = grant.chunk_s or self._chunk_s
+            self._asks_apart_s = grant.asks_apart_s or self._asks_apart_s
         self._safe[0][row], self._safe[1][row] = grant.safe_msgs_per_s, grant.safe_bytes_per_s
         self._fair[0][row], self._fair[1][row] = grant.fair_msgs_per_s, grant.fair_bytes_per_s
         self._most_holders = max(self._most_holders, grant.holders)
@@ -517,9 +518,9 @@ class GrantKeeper:
         """Whether the pool of ``key`` has spends older than a steady sender's asks are apart: ``SPENDS_EVERY_S``,
         or longer for a limit shared by many, as the control plane stretches their chunks (the asks of a limit
         stay near ``MAX_ASKS_PER_S``, however many participants share it, or near its part of the control plane's
-        budget of asks: ``Grant.chunk_s``)."""
+        budget of asks: ``Grant.asks_apart_s``)."""
         oldest = self.spends.oldest_unsent_s(key)
-        return oldest is not None and now - oldest >= max(SPENDS_EVERY_S, self.grants.chunk_s,
+        return oldest is not None and now - oldest >= max(SPENDS_EVERY_S, self.grants.asks_apart_s,
                                                           self.grants.most_holders / MAX_ASKS_PER_S)
 
     def _deposit(self, pool: Pool, msgs: float, bytes_: float) -> None:

@@ -3,22 +3,24 @@
 How it works and why
 --------------------
 A shared limit's participants ask for grants as their chunks run out, and ``controlplane.grants`` sizes the
-chunks so that a limit's asks stay near ``per_limit_per_s`` however many participants share it: a chunk lasts
-``max(CHUNK_S, askers / per_limit_per_s)`` seconds of an asker's fair share, and an answer short of the want says
-to come back after ``askers / per_limit_per_s``. A limit at its ceiling draws that many asks a second.
+chunks so that a limit's asks stay near ``per_limit_per_s`` however many participants share it: each asker's asks
+come ``askers / per_limit_per_s`` apart, its chunks and its retries after a short answer are sized by that spacing,
+and a limit held at its ceiling draws about ``per_limit_per_s`` asks a second.
 
 With ``MAX_ASKS_PER_S`` (100) for every limit, the asks grow with the number of limits held at their ceilings,
 not with the participants: 50 limits of 20 busy participants each made 5,000 asks a second, more than one
 process's core answers (measured: reports answered seconds late, a fifth of them within 5 s). So the process
 holds a budget, ``budget_per_s`` asks a second over all its limits, and shares it out between the limits asked
-for tokens in the last ``ACTIVE_S``: ``per_limit_per_s = min(MAX_ASKS_PER_S, budget_per_s / active)``. With the
-default budget of 2,000 and those 50 limits, each is asked 40 times a second: its 20 participants ask twice a
-second each (chunks of half a second) instead of five times. Up to 20 busy limits, nothing changes.
+for tokens in the last ``ACTIVE_S``: ``per_limit_per_s = min(MAX_ASKS_PER_S, budget_per_s / active)``. Worked
+example, the default budget of 2,000: up to 20 busy limits, nothing changes; 25 limits of 20 participants get 80
+a second each (each participant asks every 0.25 s instead of every 0.2 s); 50 of 20 get 40 (every 0.5 s), and
+the process answers 2,000 asks a second instead of 5,000.
 
-The cost of longer chunks is the one of any chunk: tokens a participant holds while its demand moves to another
-(the window still holds the limit: every grant counts in it for a whole period). So the stretch stops at one
-period: ``per_limit_per_s`` is at least ``askers / period``, each busy participant asking about once a period.
-The control plane's asks then stay within ``max(budget_per_s, busy participants / period)`` a second.
+The grant book keeps a stretched limit used (``controlplane.grants``: spacings a whole part of the period, chunks
+of two spacings) and stops stretching at ``ASKS_A_PERIOD`` (2) asks a period from each busy participant: asked
+once a period, a participant whose ask came a moment early found its own last grant still in the window and waited
+a whole period. The control plane's asks a second then stay within ``max(budget_per_s, 2 * busy participants /
+period)``: 1,000 participants busy on limits of one second make 2,000 whatever the budget.
 
 The count is this process's own (replicas each count the limits they are asked about, and each keeps its own
 budget: what each can answer). It is refreshed at most every ``RECOUNT_S``, so an ask costs a dict write.

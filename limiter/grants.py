@@ -29,7 +29,10 @@ these hold:
   (70/30 -> 50/50) would swing around them for as long as the echo lasts. (A window spent for less than
   ``SHORT_SPENT_S`` of it is not oversubscribed: holders asking at their fair rates fill it exactly, and the grant
   a window ago slides out a little after an ask now and then; pausing for that would lose the refill of every
-  such moment.)
+  such moment. Holders asked only every ``asks_apart_s``, as a control plane keeping to its budget of asks spaces
+  them, fill it at that spacing: a window spent for no longer does not pause them either, and each holds up to
+  twice the spacing of its share, so that an answer that came late or found the window full is made up by the
+  next -- with 0.5 s, 20 holders a limit asked each second took 0.56 of it.)
   Except a holder back from a gap of ``RETURN_GAP_S`` or more within ``RETURNING_WINDOWS`` windows that spent some
   of its grants before the gap (a micro-batch worker; not a batch job's, back from one short task to the next at
   once, nor a participant that asked ahead of any work and gave it all back -- steady from then on, three such
@@ -320,7 +323,10 @@ class GrantWindow:
         if back and sent_before and now_s - away_since >= RETURN_GAP_S * self.window_s:
             self._returned[holder] = now_s
             self._returned.move_to_end(holder)
-        own_most = fair_per_s * (self.window_s if back else self.burst_s)
+        # one asked only every ``asks_apart_s`` (the control plane stretched its limit's asks to keep to its budget)
+        # holds twice that of its fair rate: its spends until the next answer, and as much again for an answer that
+        # came late or found the window full (a stock of burst_s, 0.5 s, asked every second: 0.56 of the limit)
+        own_most = fair_per_s * (self.window_s if back else min(self.window_s, max(self.burst_s, 2 * asks_apart_s)))
         held = self._own.get(holder)
         if held is None:
             own = 0.0 if learning_cap is not None else fair_per_s * self.burst_s

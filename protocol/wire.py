@@ -136,9 +136,8 @@ class MutationQuotaSnapshot(StrictModel):
 
 
 MAX_SPENDS = 64   # spends per ask: a participant merges older ones (into the later time: counted longer, never less)
-# the most asks of one shared limit, over all its participants, that the control plane aims at: its chunks last
-# ``max(0.25 s, askers / MAX_ASKS_PER_S)`` or longer (``Grant.chunk_s``: a process shares a budget of asks between
-# its busy limits, ``controlplane.ask_pace``), and a participant says its spends no more often than that
+# the most asks a second of one shared limit, over all its participants, that the control plane aims at (fewer when
+# many limits share its budget: ``controlplane.ask_pace``); a participant says its spends no more often (asks_apart_s)
 MAX_ASKS_PER_S = 100.0
 
 
@@ -223,8 +222,7 @@ class Grant(LenientModel):
     holders: int = Field(0, description="How many participants asked for this limit in its last five windows and did not leave")
     pause_s: float = Field(0, description="The sink asked every sender of this adaptive limit to pause this long "
                                           "(its Retry-After): spend nothing of it until then")
-    chunk_s: float = Field(0, description="How long a fair chunk lasts: the pace the control plane wants this limit "
-                                          "asked at (0: not said)")
+    asks_apart_s: float = Field(0, description="How far apart to ask for this limit (0: not said)")
 
     @property
     def key(self) -> str:

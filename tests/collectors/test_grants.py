@@ -554,9 +554,9 @@ def test_a_limit_at_its_ceiling_draws_about_100_asks_a_second_whatever_the_numbe
     assert 80 <= per_s <= 110, per_s                          # 2: 99, 8: 96, 32: 99 a second
 
 
-@pytest.mark.parametrize(("budget_per_s", "per_limit_per_s", "chunk_s"), [(2000.0, 100.0, 0.25), (100.0, 24.0, 1 / 3)])
+@pytest.mark.parametrize(("budget_per_s", "per_limit_per_s", "apart_s"), [(2000.0, 100.0, 0.08), (100.0, 24.0, 1 / 3)])
 def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_use_each_limit(
-        budget_per_s: float, per_limit_per_s: float, chunk_s: float):
+        budget_per_s: float, per_limit_per_s: float, apart_s: float):
     # five limits of eight participants each, all at their ceilings: with a budget of 2,000 asks a second each limit
     # draws its 100; with one of 100, each about its fifth (eight askers 0.4 s apart, rounded to a third of the
     # window): longer chunks, later retries, and each limit still held and used
@@ -580,4 +580,4 @@ def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_
         assert worst_window(mine) <= 1000 * 1.05 + 25, t                   # held in every second
         asked_per_s = sum(a.name == t for a in asks) / 5.0
         assert 0.7 * per_limit_per_s <= asked_per_s <= 1.15 * per_limit_per_s, (t, asked_per_s)
-    assert [p.applier.grants.chunk_s for p in parts] == pytest.approx([chunk_s] * 40)   # as the answers say
+    assert [p.applier.grants.asks_apart_s for p in parts] == pytest.approx([apart_s] * 40)   # as the answers say

@@ -35,6 +35,23 @@ def test_each_holder_is_paced_to_its_max_min_fair_rate() -> None:
     assert sum(rates.values()) == pytest.approx(1000, rel=0.05)        # the limit, used
 
 
+@pytest.mark.parametrize(("asks_apart_s", "per_ask"), [(0.0, 250), (0.5, 475)])
+def test_holders_asked_far_apart_hold_twice_their_spacing(asks_apart_s: float, per_ask: float) -> None:
+    # B's fair share of a 1,000 limit is 500 a second (A wants as much, and asks for a little every 0.1 s); back
+    # 0.95 s later, a bucket of burst_s (0.5 s) holds 250 of it; spaced 0.5 s apart by the control plane, up to twice
+    # that: the 475 refilled
+    w = GrantWindow(1.0, burst_s=0.5)
+    for i in range(11):
+        w.grant("A", 10, 1000, i / 10, fair_chunk=1000, rate_per_s=2000, asks_apart_s=asks_apart_s)
+        if i == 0:
+            assert w.grant("B", 1000, 1000, 0.05, fair_chunk=1000, rate_per_s=2000,
+                           asks_apart_s=asks_apart_s) == pytest.approx(250)   # its first: burst_s of its share
+    assert w.fair_rate("B", 1000, 1.0) == pytest.approx(500)
+    assert w.grant("B", 1000, 1000, 1.0, fair_chunk=1000, rate_per_s=2000,
+                   asks_apart_s=asks_apart_s) == pytest.approx(per_ask)
+    assert w.granted(1.0) <= 1000                                      # the window holds either way
+
+
 def test_give_back_credits_only_what_the_holder_was_granted_in_the_window() -> None:
     w = GrantWindow(1.0)
     w.grant("A", 100, 1000, 0.0, fair_chunk=1000)
