@@ -541,8 +541,8 @@ def test_a_trickle_quiet_after_its_burst_neither_tops_up_nor_keeps_its_share() -
 
 @pytest.mark.parametrize("n", [2, 8, 32])
 def test_a_limit_at_its_ceiling_draws_about_100_asks_a_second_whatever_the_number_of_its_participants(n):
-    # the control plane's load a shared limit brings (benchmarks.bench_load's asks at the ceiling are sized by it):
-    # its keepers ask again as room frees, so more participants share the same asks -- not each asking as often
+    # the control plane's load a shared limit brings (controlplane.ask_pace shares a budget of them out): its keepers
+    # ask again as room frees, so more participants share the same asks -- not each asking as often
     clock = ManualClock()
     cp, parts = world(clock, n)
     producers = [p.producer(TOPIC) for p in parts]
@@ -554,21 +554,23 @@ def test_a_limit_at_its_ceiling_draws_about_100_asks_a_second_whatever_the_numbe
     assert 80 <= per_s <= 110, per_s                          # 2: 99, 8: 96, 32: 99 a second
 
 
-@pytest.mark.parametrize(("budget_per_s", "per_limit_per_s", "apart_s"), [(2000.0, 100.0, 0.08), (100.0, 24.0, 1 / 3)])
+@pytest.mark.parametrize(("budget_per_s", "n", "per_limit_per_s", "apart_s"),
+                         [(2000.0, 8, 100.0, 0.08), (100.0, 8, 24.0, 1 / 3), (200.0, 20, 40.0, 0.5)])
 def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_use_each_limit(
-        budget_per_s: float, per_limit_per_s: float, apart_s: float):
-    # five limits of eight participants each, all at their ceilings: with a budget of 2,000 asks a second each limit
+        budget_per_s: float, n: int, per_limit_per_s: float, apart_s: float):
+    # five limits of n participants each, all at their ceilings: with a budget of 2,000 asks a second each limit
     # draws its 100; with one of 100, each about its fifth (eight askers 0.4 s apart, rounded to a third of the
-    # window): longer chunks, later retries, and each limit still held and used
+    # window); 20 askers a limit on 40 a second each ask every 0.5 s (the load benchmark's 50 limits of 20 on the
+    # default budget): longer chunks, later retries, and each limit still held and used
     clock = ManualClock()
     topics = [f"acme/web/t{i}" for i in range(5)]
     cp = InProcessControlPlane(policies(topics={t: {"publishRate": {"publishThrottlingRateInMsg": 1000}}
                                                 for t in topics}),
                                interval_s=1.0, clock=clock.now_s, asks_budget_per_s=budget_per_s)
-    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(40)]
+    parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(5 * n)]
     for p in parts:
         assert p.report_now()
-    topic_of = [topics[i % 5] for i in range(40)]
+    topic_of = [topics[i % 5] for i in range(5 * n)]
     producers = [p.producer(t) for p, t in zip(parts, topic_of, strict=True)]
     send(clock, parts, producers, 3.0, batch=25)
     before = len(cp.grant_requests)
@@ -580,4 +582,4 @@ def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_
         assert worst_window(mine) <= 1000 * 1.05 + 25, t                   # held in every second
         asked_per_s = sum(a.name == t for a in asks) / 5.0
         assert 0.7 * per_limit_per_s <= asked_per_s <= 1.15 * per_limit_per_s, (t, asked_per_s)
-    assert [p.applier.grants.asks_apart_s for p in parts] == pytest.approx([apart_s] * 40)   # as the answers say
+    assert [p.applier.grants.asks_apart_s for p in parts] == pytest.approx([apart_s] * 5 * n)   # as the answers say
