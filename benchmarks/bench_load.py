@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -193,24 +194,31 @@ def _report_template(i: int, interval_s: float, limits: int = 1, usage_map: bool
 class Sample:
     due: float          # when the report was due (monotonic)
     latency_s: float    # write -> whole answer read; nan when there was no answer
-    ok: bool            # HTTP 200 and accepted
+    problem: str | None = None   # what was wrong (None: HTTP 200 and accepted)
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
 
 
 @dataclass
 class Load:
     samples: list[Sample] = field(default_factory=list)
-    errors: dict[str, int] = field(default_factory=dict)
 
-    def error(self, kind: str) -> None:
-        self.errors[kind] = self.errors.get(kind, 0) + 1
+    @property
+    def errors(self) -> dict[str, int]:
+        """How many samples had each problem (the measured window's, once ``_run_load`` kept only those)."""
+        return dict(Counter(s.problem for s in self.samples if s.problem is not None))
 
 
 async def _send_every(port: int, connect_at: float, first_due: float, next_in: Callable[[], float], end: float,
-                      load: Load, request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None]) -> None:
+                      load: Load, request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None],
+                      from_answer: bool = False) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
     again after a failure), each answer's latency into ``load``; ``wrong(status, answer)`` says what is wrong with
-    an answer (None: it is OK), and ``next_in()`` then how long after this send's due time the next is due. One
-    answered late is followed by the next send at once, as the reporter and the keeper do, not by a burst."""
+    an answer (None: it is OK), and ``next_in()`` then how long after this send's due time (``from_answer``: after
+    the answer, as the grant keeper counts a retry) the next is due. One answered late is followed by the next send
+    at once, as the reporter and the keeper do, not by a burst."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = first_due
@@ -224,17 +232,14 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
             writer.write(data)
             status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
             latency = time.monotonic() - start
-            problem = wrong(status, answer)
-            if problem is not None:
-                load.error(problem)
-            load.samples.append(Sample(due, latency, problem is None))
+            load.samples.append(Sample(due, latency, wrong(status, answer)))
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
-            load.error(type(e).__name__)
-            load.samples.append(Sample(due, math.nan, False))
+            load.samples.append(Sample(due, math.nan, type(e).__name__))
             if writer is not None:
                 writer.close()
             reader = writer = None
-        due = max(due + next_in(), time.monotonic())
+        now = time.monotonic()
+        due = max((now if from_answer else due) + next_in(), now)
     if writer is not None:
         writer.close()
 
@@ -287,7 +292,7 @@ async def _asker(i: int, port: int, first_due: float, end: float, load: Load, co
     """Participant ``i``'s grant keeper for its job's topic limit (the limit its reports share), held at its
     ceiling, on a connection of its own as the keeper has: it wants ``DEMAND_SHARE`` times its fair share, so it asks
     for that many of the chunks the last answer said (what it would spend in a chunk's time), spends a grant at its
-    rate and asks again when it is spent, or after the answer's ``retry_s`` when it got less than it asked for (as
+    rate and asks again when it is spent, or ``retry_s`` after the answer when it got less than it asked for (as
     ``collectors.grants`` does: in tests/collectors' simulation of keepers at their limits' ceiling, every answer
     was short of the ask). Each grant goes into ``granted`` (its due time, messages); an answer is OK when it answers
     that limit."""
@@ -321,7 +326,7 @@ async def _asker(i: int, port: int, first_due: float, end: float, load: Load, co
             ask["wants_msgs"] = DEMAND_SHARE * grant["chunk_msgs"]
         return None
 
-    await _send_every(port, connect_at, first_due, lambda: wait_s, end, load, request, wrong)
+    await _send_every(port, connect_at, first_due, lambda: wait_s, end, load, request, wrong, from_answer=True)
 
 
 async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:

@@ -16,10 +16,10 @@ example, the default budget of 2,000: up to 20 busy limits, nothing changes; 25 
 a second each (each participant asks every 0.25 s instead of every 0.2 s); 50 of 20 get 40 (every 0.5 s), and
 the process answers 2,000 asks a second instead of 5,000.
 
-The grant book keeps a stretched limit used (``controlplane.grants``: spacings a whole part of the period, chunks
-of two spacings) and stops stretching at ``ASKS_A_PERIOD`` (2) asks a period from each busy participant: asked
-once a period, a participant whose ask came a moment early found its own last grant still in the window and waited
-a whole period. The control plane's asks a second then stay within ``max(budget_per_s, 2 * busy participants /
+The grant book keeps a stretched limit used (``controlplane.grants``: spacings a whole part of the period, buckets
+of two spacings) and stops stretching at ``ASKS_A_PERIOD`` (2) asks a period from each busy participant: asked once
+a period, a participant whose ask came a moment early found its own last grant still in the window and waited a
+whole period. The control plane's asks a second then stay within ``max(budget_per_s, 2 * busy participants /
 period)``: 1,000 participants busy on limits of one second make 2,000 whatever the budget.
 
 The count is this process's own (replicas each count the limits they are asked about, and each keeps its own

@@ -19,11 +19,11 @@ second for each of two to four workers while the limit binds, 5.2-5.7 at 60 % of
 ``MAX_ASKS_PER_S``, or the limit's part of this process's budget of asks when more than 20 limits are busy
 (``controlplane.ask_pace``: 50 limits of 20 participants at their ceilings drew 5,000 asks a second, more than a
 core answers), but never fewer than ``ASKS_A_PERIOD`` (2) a period from each asker. Such a stretched limit's asks
-come a whole part of the period apart (so that the askers' cycles tile the window), its chunks last two of those
-spacings (one answered late or short is made up by the next), a holder's bucket holds as much (``asks_apart_s`` in
-``GrantWindow.grant``: a window spent for no longer than a spacing does not pause it either), and an adaptive limit
-is never stretched (its holders hold a tenth of a second, as its sink refuses bursts). The answer says the spacing
-(``Grant.asks_apart_s``), and a participant says its spends no more often. A micro-batch worker
+come a whole part of the period apart (so that the askers' cycles tile the window), its chunks last one spacing, a
+holder's bucket holds two (what an answer that came late or short missed, the next ones make up) (``asks_apart_s``
+in ``GrantWindow.grant``: a window spent for no longer than a spacing does not pause it either), and an adaptive
+limit is never stretched (its holders hold a tenth of a second, as its sink refuses bursts). The answer says the
+spacing (``Grant.asks_apart_s``), and a participant says its spends no more often. A micro-batch worker
 (``GrantWindow.returning``) held back by a spent window that frees a chunk sooner (by what was granted, and by what
 was spent) is told to come back then instead (not sooner than ``EARLY_RETRY`` of that wait, so its asks stay within
 four times the steady rate): its catch-up sliding out of the window is granted again at once, not at the phase of
@@ -375,10 +375,10 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # a whole part of the period, so that the holders' cycles tile the window: 0.4 s in a 1-s window
         # alternates two and three cycles a window, and one full at each third held 0.8 of the limit (1/3: 0.98)
         apart_s = period_s / math.ceil(period_s / apart_s - 1e-9)
-    # a stretched limit's chunk lasts two of its asks' spacings: an answer that came late or short is made up by the
-    # next, up to what the holder's bucket holds (one a spacing long: 0.91 of the limit in the load benchmark's run
-    # of 50 limits of 20 participants, 0.945 with two)
-    chunk_s = max(CHUNK_S, 2 * apart_s if stretched else apart_s)
+    # (a stretched limit's chunk lasts one spacing, and its holders' buckets hold two: what an answer that came late
+    # or short missed, the next ones make up. Chunks of two spacings read no better: 0.973 and 0.982 of each limit
+    # in the load benchmark's 50 limits of 20, against 0.986 twice)
+    chunk_s = max(CHUNK_S, apart_s)
     share = 1 / askers
     total = window.granted(now)
     if proportional and total > 0:   # Pulsar's: everyone keeps its fraction of what was granted in the window
