@@ -22,8 +22,10 @@ a period, a participant whose ask came a moment early found its own last grant s
 whole period. The control plane's asks a second then stay within ``max(budget_per_s, 2 * busy participants /
 period)``: 1,000 participants busy on limits of one second make 2,000 whatever the budget.
 
-The count is this process's own (replicas each count the limits they are asked about, and each keeps its own
-budget: what each can answer). It is refreshed at most every ``RECOUNT_S``, so an ask costs a dict write.
+The count is this process's own (replicas each count the limits they are asked about, and each keeps its own budget:
+what each can answer). It is refreshed at most every ``RECOUNT_S``, so an ask costs a dict write. An operator sees
+the three on ``/metrics`` (``throttlescope_grant_busy_limits``, ``_asks_per_limit``, ``_asks_budget``) and in the
+Grafana dashboard: a limit asked less than 100 times a second is one whose participants ask further apart.
 """
 
 from __future__ import annotations

@@ -261,6 +261,13 @@ class GrantBook:
 
         self._table.edit_all(leave, self._fresh_learning_until)
 
+    def ask_pace(self) -> dict[str, float]:
+        """This process's budget of grant asks now (``controlplane.ask_pace``): the limits asked for tokens in the
+        last second, the asks a second each is to draw, and the budget."""
+        now = self._clock()
+        return {"busyLimits": self.pace.active(now), "asksPerLimitPerSecond": self.pace.per_limit_per_s(now),
+                "budgetPerSecond": self.pace.budget_per_s}
+
     def view(self) -> dict[str, Any]:
         """Per shared limit: tokens granted in the last window and how many participants asked."""
         now = self._clock()

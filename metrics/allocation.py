@@ -34,6 +34,10 @@ class ShareSource(Protocol):
         """``controlplane.grants.GrantBook.shares``: per limit key, per participant looked up and dimension, its
         ``fairPerSecond`` (0: it did not ask in the window; None: unlimited, or no window)."""
 
+    def ask_pace(self) -> dict[str, float]:
+        """``controlplane.grants.GrantBook.ask_pace``: ``busyLimits``, ``asksPerLimitPerSecond``,
+        ``budgetPerSecond``."""
+
 
 def shares(source: ShareSource | None, users: Mapping[str, Mapping[str, UsageValues]],
            policies: PolicySet) -> dict[str, dict[str, Any]]:

@@ -184,6 +184,19 @@ CATALOGUE: tuple[Metric, ...] = (
        "control plane", "GrantAsk.outcomes, summed by the grant book",
        "Sends whose outcome the participants reported for an adaptive limit: ok (the sink took it), throttled "
        "(refused as too many: 429, 503), error (failed otherwise). Since the control plane started."),
+    # ---------------------------------------------------------------- grant asks (controlplane.ask_pace)
+    _m("grant asks", "throttlescope_grant_busy_limits", "gauge", "limits", (), "control plane",
+       "GrantBook.ask_pace busyLimits",
+       "Shared limits this control plane was asked for tokens in the last second: they share its budget of grant "
+       "asks."),
+    _m("grant asks", "throttlescope_grant_asks_per_limit", "gauge", "asks per second", (), "control plane",
+       "GrantBook.ask_pace asksPerLimitPerSecond",
+       "The grant asks a second each busy shared limit is to draw now: 100, or its part of the budget when more "
+       "limits are busy than the budget gives 100 each (their participants then ask further apart, for longer "
+       "chunks)."),
+    _m("grant asks", "throttlescope_grant_asks_budget", "gauge", "asks per second", (), "control plane",
+       "Settings.grant_asks_per_s (--grant-asks)",
+       "The grant asks a second this control plane aims at over all its shared limits."),
     # ---------------------------------------------------------------- offload (PIP-211, the seed's names)
     _m("offload", "brk_ledgeroffloader_ledger_offload_limited", "counter", "reads", (), "sum",
        "Report.offload.limited_total",

@@ -229,6 +229,11 @@ class ThrottlescopeCollector:
         book = shares(self._grants, used, policies)   # (read once a scrape: every limit in the book)
         self._resource_groups(values, used, book, policies)
         self._adaptive(values, book)
+        if self._grants is not None:
+            pace = self._grants.ask_pace()
+            values.add("throttlescope_grant_busy_limits", (), pace["busyLimits"])
+            values.add("throttlescope_grant_asks_per_limit", (), pace["asksPerLimitPerSecond"])
+            values.add("throttlescope_grant_asks_budget", (), pace["budgetPerSecond"])
         self._participants(values, reports, policies)
         for m in CATALOGUE:
             yield self._histogram() if m.type == "histogram" else values.family(m.name)

@@ -301,3 +301,22 @@ def test_an_adaptive_limit_exports_its_learnt_rate_ceiling_pause_and_the_sinks_a
     book.answer("b", adaptive_ask(throttled=1, retry_after_s=2.0), policies)    # a Retry-After: everyone pauses
     assert env.value("throttlescope_adaptive_paused_seconds", **labels) == pytest.approx(2.0)
     assert env.value("throttlescope_adaptive_rate", **labels) == 0
+
+
+def test_the_budget_of_grant_asks_shows_how_many_limits_share_it_and_what_each_gets(make_env) -> None:
+    topics = {f"acme/api/t{i}": {"publishRate": {"publishThrottlingRateInMsg": 100}} for i in range(40)}
+    policies = PolicySet.model_validate({"version": 1, "topics": topics})
+    clock = ManualClock()
+    book = GrantBook(1.0, None, clock=clock.now_s, asks_budget_per_s=1000)
+    env: Env = make_env(policies=policies, grants=book)
+    assert env.value("throttlescope_grant_busy_limits") == 0
+    assert env.value("throttlescope_grant_asks_per_limit") == 100               # nobody asks: a limit gets its 100
+    assert env.value("throttlescope_grant_asks_budget") == 1000
+    asks = [GrantAsk(level="topic", name=name, direction="publish", wants_msgs=10, rate_msgs_per_s=100)
+            for name in topics]
+    book.answer("a", asks, policies)
+    clock.advance(0.1)
+    assert env.value("throttlescope_grant_busy_limits") == 40
+    assert env.value("throttlescope_grant_asks_per_limit") == 25                # 40 busy limits share the 1,000
+    clock.advance(1.0)
+    assert env.value("throttlescope_grant_busy_limits") == 0                    # none asked in the last second
