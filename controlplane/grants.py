@@ -16,18 +16,18 @@ worth of its fair share per ask, so a participant sending steadily below the lim
 while the limit binds, an answer short of the ask says to come back after ``max(RETRY_MIN_S, askers / pace)``, and
 the limit's asks stay near ``pace`` however many participants share it (measured on Spark: 21-38 grant requests a
 second for each of two to four workers while the limit binds, 5.2-5.7 at 60 % of it). ``pace`` is
-``MAX_ASKS_PER_S``, or the limit's part of this process's budget of asks when more than 20 limits are busy
-(``controlplane.ask_pace``: 50 limits of 20 participants at their ceilings drew 5,000 asks a second, more than a
-core answers), but never fewer than ``ASKS_A_PERIOD`` (2) a period from each asker. Such a stretched limit's asks
-come a whole part of the period apart (so that the askers' cycles tile the window), its chunks last one spacing, a
-holder's bucket holds two (what an answer that came late or short missed, the next ones make up) (``asks_apart_s``
-in ``GrantWindow.grant``: a window spent for no longer than a spacing does not pause it either), and an adaptive
-limit is never stretched (its holders hold a tenth of a second, as its sink refuses bursts). The answer says the
-spacing (``Grant.asks_apart_s``), and a participant says its spends no more often. A micro-batch worker
-(``GrantWindow.returning``) held back by a spent window that frees a chunk sooner (by what was granted, and by what
-was spent) is told to come back then instead (not sooner than ``EARLY_RETRY`` of that wait, so its asks stay within
-four times the steady rate): its catch-up sliding out of the window is granted again at once, not at the phase of
-its next ask against that moment.
+``MAX_ASKS_PER_S``, or the limit's part of this process's budget of asks when more than 20 limits are busy (at the
+default budget) (``controlplane.ask_pace``: 50 limits of 20 participants at their ceilings drew 5,000 asks a second,
+more than a core answers), but never fewer than ``ASKS_A_PERIOD`` (2) a period from each asker. Such a stretched
+limit's asks come a whole part of the period apart (so that the askers' cycles tile the window), its chunks last one
+spacing, a holder's bucket holds two, so that what an answer that came late or short missed the next ones make up
+(``asks_apart_s`` in ``GrantWindow.grant``: a window spent for no longer than a spacing does not pause it either),
+and an adaptive limit is never stretched (its holders hold a tenth of a second, as its sink refuses bursts). The
+answer says the spacing (``Grant.asks_apart_s``), and a participant says its spends no more often. A micro-batch
+worker (``GrantWindow.returning``) held back by a spent window that frees a chunk sooner (by what was granted, and
+by what was spent) is told to come back then instead (not sooner than ``EARLY_RETRY`` of that wait, so its asks stay
+within four times the steady rate): its catch-up sliding out of the window is granted again at once, not at the
+phase of its next ask against that moment.
 
 ``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
 the participants that asked in the last five windows and did not say goodbye (``GrantWindow.holders``: a

@@ -32,7 +32,7 @@ these hold:
   such moment. Holders asked only every ``asks_apart_s``, as a control plane keeping to its budget of asks spaces
   them, fill it at that spacing: a window spent for no longer does not pause them either, and each holds up to
   twice the spacing of its share, so that an answer that came late or found the window full is made up by the
-  next -- with 0.5 s, 20 holders a limit asked each second took 0.56 of it.)
+  next -- with a stock of 0.5 s, 20 holders a limit asked once a second took 0.56 of it.)
   Except a holder back from a gap of ``RETURN_GAP_S`` or more within ``RETURNING_WINDOWS`` windows that spent some
   of its grants before the gap (a micro-batch worker; not a batch job's, back from one short task to the next at
   once, nor a participant that asked ahead of any work and gave it all back -- steady from then on, three such
