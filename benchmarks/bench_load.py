@@ -294,19 +294,19 @@ async def _asker(i: int, port: int, first_due: float, end: float, load: Load, co
     for that many of the chunks the last answer said (what it would spend in a chunk's time), spends a grant at its
     rate and asks again when it is spent, or ``retry_s`` after the answer when it got less than it asked for (as
     ``collectors.grants`` does: in tests/collectors' simulation of keepers at their limits' ceiling, every answer
-    was short of the ask). Each grant goes into ``granted`` (its due time, messages); an answer is OK when it answers
-    that limit."""
+    was short of the ask). Each grant goes into ``granted`` (when it was asked for, messages); an answer is OK when
+    it answers that limit."""
     job = i // GROUP
     demand_per_s = DEMAND_SHARE * TOPIC_LIMIT_PER_S / GROUP
     head = (f"POST /v1/grant HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {PARTICIPANT}\r\n"
             f"Content-Type: application/json\r\nContent-Length: ").encode()
     ask = {"level": "topic", "name": f"tenant{job % 10}/ns{job}/t", "direction": "publish",
            "wants_msgs": DEMAND_SHARE * TOPIC_LIMIT_PER_S * DEFAULT_CHUNK_S / GROUP, "rate_msgs_per_s": demand_per_s}
-    sent_due = wait_s = 0.0
+    sent_at = wait_s = 0.0
 
     def request() -> bytes:
-        nonlocal sent_due
-        sent_due = time.monotonic()
+        nonlocal sent_at
+        sent_at = time.monotonic()
         body = json.dumps({"participant_id": f"load/{job}/{i}", "asks": [ask]}, separators=(",", ":")).encode()
         return head + str(len(body)).encode() + b"\r\n\r\n" + body
 
@@ -320,7 +320,7 @@ async def _asker(i: int, port: int, first_due: float, end: float, load: Load, co
         if "msgs" not in grant:
             return "no grant"
         got, wanted = grant["msgs"], ask["wants_msgs"]
-        granted.append((sent_due, got))
+        granted.append((sent_at, got))
         wait_s = max(SOONEST_RETRY_S, grant["retry_s"]) if got < wanted else got / demand_per_s
         if grant["chunk_msgs"] > 0:
             ask["wants_msgs"] = DEMAND_SHARE * grant["chunk_msgs"]
