@@ -19,8 +19,9 @@ the process answers 2,000 asks a second instead of 5,000.
 The grant book keeps a stretched limit used (``controlplane.grants``: spacings a whole part of the period, buckets
 of two spacings) and stops stretching at ``ASKS_A_PERIOD`` (2) asks a period from each busy participant: asked once
 a period, a participant whose ask came a moment early found its own last grant still in the window and waited a
-whole period. The control plane's asks a second then stay within ``max(budget_per_s, 2 * busy participants /
-period)``: 1,000 participants busy on limits of one second make 2,000 whatever the budget.
+whole period. The control plane's asks a second then stay near ``max(budget_per_s, 2 * busy participants / period)``
+(a give-back, a micro-batch worker's early retry come on top): 1,000 participants busy on limits of one second make
+2,000 whatever the budget.
 
 The count is this process's own (replicas each count the limits they are asked about, and each keeps its own budget:
 what each can answer). It is refreshed at most every ``RECOUNT_S``, so an ask costs a dict write. An operator sees
@@ -37,7 +38,7 @@ from protocol import MAX_ASKS_PER_S
 
 __all__ = ["AskPace", "ASKS_BUDGET_PER_S", "ACTIVE_S", "RECOUNT_S"]
 
-ASKS_BUDGET_PER_S = 2000.0   # a process's grant asks a second, over all its limits (0.2 ms of CPU each: 40 %)
+ASKS_BUDGET_PER_S = 2000.0   # a process's grant asks a second, over all its limits (about half a core here)
 ACTIVE_S = 1.0               # a limit asked for tokens this recently takes a part of the budget
 RECOUNT_S = 0.1
 

@@ -207,7 +207,7 @@ class GrantBook:
 
     @staticmethod
     def _answer_one(limits: dict[str, _Limit], key: str, view: PolicyView, participant_id: str, ask: GrantAsk,
-                    now: float, learning: bool, per_limit_per_s: float = MAX_ASKS_PER_S) -> Grant:
+                    now: float, learning: bool, per_limit_per_s: float) -> Grant:
         limit = view.limit(Level(ask.level), ask.direction, ask.name)
         rate = limit.rate
         if not limit.shared or rate.is_unlimited:
