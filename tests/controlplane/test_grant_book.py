@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from collectors.grants import OUTAGE_SWITCH_S
-from controlplane.grants import MARKER, MARKER_STALE_S, GrantBook, learning_s_for
+from controlplane.grants import MARKER, MARKER_STALE_S, OWN_MOMENT_LAG_S, GrantBook, learning_s_for
 from limiter import ManualClock
 from limiter.grants import HELD_SLACK
 from limiter.policy import Level
@@ -435,3 +436,35 @@ def test_a_micro_batch_worker_that_leaves_in_debt_is_granted_it_with_the_answer_
     assert book.answer("b", ask(100), POLICIES)[0].msgs > 0
     clock.advance(0.05)
     assert leave("b", 10.0) == 0
+
+
+def test_the_askers_of_a_stretched_limit_come_back_spread_over_its_spacing_each_at_its_own_moment(
+        tmp_path: Path) -> None:
+    # five busy limits on a budget of 100 asks a second: each is stretched to 40 a second, its 20 askers 0.5 s apart.
+    # All 100 asked at the same instant (a stage's tasks start together): told to come back one spacing later, they
+    # would all come back together again, every spacing
+    clock = ManualClock()
+    book = GrantBook(0.25, tmp_path, clock=clock.now_s, asks_budget_per_s=100)
+    groups = [f"rg{i}" for i in range(5)]
+    policies = PolicySet(version=1, resourceGroups={g: ResourceGroup(publishRateInMsgs=LIMIT) for g in groups})
+
+    def asks(group: str, wants: float) -> list[GrantAsk]:
+        return [GrantAsk(level="resource_group", name=group, direction="publish", wants_msgs=wants,
+                         rate_msgs_per_s=LIMIT)]
+
+    holders = [(f"worker-{i}", groups[i % 5]) for i in range(100)]
+    for pid, group in holders:
+        book.answer(pid, asks(group, 1), policies)
+    clock.advance(0.2)
+    now, cycle_s = clock.now_s(), 0.5 + OWN_MOMENT_LAG_S
+    back_at = []
+    for pid, group in holders:
+        grant = book.answer(pid, asks(group, LIMIT), policies)[0]
+        assert grant.msgs < LIMIT and grant.asks_apart_s == pytest.approx(0.5)
+        assert cycle_s / 2 <= grant.retry_s < 1.5 * cycle_s
+        back_at.append((now + grant.retry_s, pid, group))
+    tenths = Counter(int(at % cycle_s / cycle_s * 10) for at, _, _ in back_at)
+    assert len(tenths) == 10 and min(tenths.values()) >= 4, tenths   # spread over the whole cycle
+    for at, pid, group in sorted(back_at):   # each back at its moment: its next is one cycle on
+        clock.advance(at - clock.now_s())
+        assert book.answer(pid, asks(group, LIMIT), policies)[0].retry_s == pytest.approx(cycle_s)
