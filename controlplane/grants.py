@@ -88,7 +88,7 @@ EARLY_RETRY = 0.25
 # a moment early found its own last grant still in the window, and was refused for a whole period (0.5-0.6 of the
 # limit used, in tests/collectors' simulation of 20 participants a limit)
 ASKS_A_PERIOD = 2
-OWN_MOMENT_LAG_S = 0.0025   # a stretched limit's asker's cycle: this much longer than its spacing (_own_moment_in_s)
+OWN_MOMENT_LAG = 0.005   # a stretched limit's asker's cycle: longer than its spacing by this part of it
 FREED_LEAD_S = 0.001   # past the moment the window frees: the ask that comes then finds it slid
 ADAPTIVE_BURST_S = 0.1     # an adaptive limit's holders hold this much of their fair rate
 MARKER = "grants.alive"
@@ -336,11 +336,12 @@ def _own_moment_in_s(holder: str, apart_s: float, now: float) -> float:
     however close together they started. Told to come back one spacing after each answer, they kept the phases of
     their start: 1,000 that started within a quarter-second asked in bursts of 4,000 a second for 0.35 s of every
     0.5 s and none in between, and the reports of the same process waited up to 49 ms (p99 17-41 ms; spread: 4 ms).
-    A cycle is ``OWN_MOMENT_LAG_S`` longer than the spacing: each ask reaches the book after the answer's way back
-    and its own way in, and asked exactly one spacing apart, one whose ways were quicker than those of the ask two
-    cycles before found its own grant of a period ago still in the window (0.973 of each limit used, 0.995 with the
-    lag; a lag of 10 or 25 ms cost each limit 2 or 5 points, as each ask's chunk is one spacing's)."""
-    cycle_s = apart_s + OWN_MOMENT_LAG_S
+    A cycle is longer than the spacing by ``OWN_MOMENT_LAG`` of it: each ask reaches the book after the answer's way
+    back and its own way in, and asked exactly one spacing apart, one whose ways were quicker than those of the ask
+    two cycles before found its own grant of a period ago still in the window (at 0.5 s: 0.973 of each limit used,
+    0.995 with the lag). A longer lag costs the limit as much: 2 or 5 % of the spacing, 2 or 5 points; so did 2.5 ms
+    at a spacing of 0.05 s (one asker a limit, simulated: 0.94)."""
+    cycle_s = apart_s * (1 + OWN_MOMENT_LAG)
     phase_s = zlib.crc32(holder.encode()) / 2**32 * cycle_s
     wait_s = (phase_s - now) % cycle_s
     return wait_s + cycle_s if wait_s < cycle_s / 2 else wait_s

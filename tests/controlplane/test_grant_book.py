@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from collectors.grants import OUTAGE_SWITCH_S
-from controlplane.grants import MARKER, MARKER_STALE_S, OWN_MOMENT_LAG_S, GrantBook, learning_s_for
+from controlplane.grants import MARKER, MARKER_STALE_S, OWN_MOMENT_LAG, GrantBook, learning_s_for
 from limiter import ManualClock
 from limiter.grants import HELD_SLACK
 from limiter.policy import Level
@@ -456,7 +456,7 @@ def test_the_askers_of_a_stretched_limit_come_back_spread_over_its_spacing_each_
     for pid, group in holders:
         book.answer(pid, asks(group, 1), policies)
     clock.advance(0.2)
-    now, cycle_s = clock.now_s(), 0.5 + OWN_MOMENT_LAG_S
+    now, cycle_s = clock.now_s(), 0.5 * (1 + OWN_MOMENT_LAG)
     back_at = []
     for pid, group in holders:
         grant = book.answer(pid, asks(group, LIMIT), policies)[0]
