@@ -335,7 +335,7 @@ def _own_moment_in_s(holder: str, apart_s: float, now: float) -> float:
     name), at least half a cycle from ``now``: the askers of many busy limits come back spread over the spacing,
     however close together they started. Told to come back one spacing after each answer, they kept the phases of
     their start: 1,000 that started within a quarter-second asked in bursts of 4,000 a second for 0.35 s of every
-    0.5 s and none in between, and the reports of the same process waited up to 49 ms (p99 17-41 ms; spread: 4 ms).
+    0.5 s and none in between, and the reports of the same process waited up to 49 ms (p99 17-41 ms; spread: 4-19).
     A cycle is longer than the spacing by ``OWN_MOMENT_LAG`` of it: each ask reaches the book after the answer's way
     back and its own way in, and asked exactly one spacing apart, one whose ways were quicker than those of the ask
     two cycles before found its own grant of a period ago still in the window (at 0.5 s: 0.973 of each limit used,
