@@ -118,7 +118,7 @@ from collections.abc import Hashable, Iterable
 from .checks import at_least_zero, positive
 from .spent import SpentWindow, expire
 
-__all__ = ["GrantWindow", "DEFAULT_BURST_S", "HELD_SLACK"]
+__all__ = ["GrantWindow", "DEFAULT_BURST_S", "HELD_SLACK", "SHORT_SPENT_S"]
 
 # a holder that never stopped asking holds this much of its fair rate (a whole window slowed a change of the fair
 # shares: the 70/30 -> 50/50 shift took 7-11 intervals instead of 2); one back from a gap holds up to a window

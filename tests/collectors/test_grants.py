@@ -539,29 +539,34 @@ def test_a_trickle_quiet_after_its_burst_neither_tops_up_nor_keeps_its_share() -
     assert worst_window(late) <= 1000 * 1.05 + 25
 
 
-@pytest.mark.parametrize("n", [2, 8, 32])
-def test_a_limit_at_its_ceiling_draws_about_100_asks_a_second_whatever_the_number_of_its_participants(n):
+@pytest.mark.parametrize(("n", "batch"), [(2, 25), (8, 25), (32, 25), (32, 5), (64, 5)])
+def test_a_limit_at_its_ceiling_draws_about_100_asks_a_second_whatever_the_number_of_its_participants(n, batch):
     # the control plane's load a shared limit brings (controlplane.ask_pace shares a budget of them out): its keepers
-    # ask again as room frees, so more participants share the same asks -- not each asking as often
+    # ask again as room frees, so more participants share the same asks -- not each asking as often. Past five,
+    # their asks are a whole part of the period apart (32: every 0.25 s, not 0.32), up to one more a second each,
+    # never fewer than two a period each (64: 128 a second), and an answer in full is followed by an ask as its
+    # grant is spent
     clock = ManualClock()
     cp, parts = world(clock, n)
     producers = [p.producer(TOPIC) for p in parts]
-    send(clock, parts, producers, 3.0, batch=25)
+    send(clock, parts, producers, 3.0, batch=batch)
     asked = len(cp.grant_requests)
-    admitted = send(clock, parts, producers, 5.0, batch=25)
+    admitted = send(clock, parts, producers, 5.0, batch=batch)
     per_s = (len(cp.grant_requests) - asked) / 5.0
-    assert 900 <= sum(a for _, a in admitted) / 5.0 <= 1010   # held at its ceiling
-    assert 80 <= per_s <= 110, per_s                          # 2: 99, 8: 96, 32: 99 a second
+    # used, and held at its ceiling (each may owe one send at the span's end: its last overdrew its pool)
+    assert 950 <= sum(a for _, a in admitted) / 5.0 <= 1000 + n * batch / 5.0, n
+    assert 80 <= per_s <= 1.25 * (100 + n), per_s
 
 
 @pytest.mark.parametrize(("budget_per_s", "n", "per_limit_per_s", "apart_s"),
-                         [(2000.0, 8, 100.0, 0.08), (100.0, 8, 24.0, 1 / 3), (200.0, 20, 40.0, 0.5)])
+                         [(2000.0, 8, 104.0, 1 / 13), (100.0, 8, 24.0, 1 / 3), (200.0, 20, 40.0, 0.5)])
 def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_use_each_limit(
         budget_per_s: float, n: int, per_limit_per_s: float, apart_s: float):
     # five limits of n participants each, all at their ceilings: with a budget of 2,000 asks a second each limit
-    # draws its 100; with one of 100, each about its fifth (eight askers 0.4 s apart, rounded to a third of the
-    # window); 20 askers a limit on 40 a second each ask every 0.5 s (the load benchmark's 50 limits of 20 on the
-    # default budget): longer chunks, later retries, and each limit still held and used
+    # draws about its 100 (eight askers 0.08 s apart, rounded to a thirteenth of the window); with one of 100, each
+    # about its fifth (eight askers 0.4 s apart, rounded to a third of the window); 20 askers a limit on 40 a
+    # second each ask every 0.5 s (the load benchmark's 50 limits of 20 on the default budget): longer chunks,
+    # later retries, and each limit still held and used
     clock = ManualClock()
     topics = [f"acme/web/t{i}" for i in range(5)]
     cp = InProcessControlPlane(policies(topics={t: {"publishRate": {"publishThrottlingRateInMsg": 1000}}
