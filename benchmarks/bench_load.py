@@ -3,11 +3,12 @@
 What is measured
 ----------------
 1,000 participants (``--quick``: 200) each send one ``POST /v1/report`` per second for 60 s (``--quick``: 10 s) to a
-real control plane (``python -m controlplane``: uvicorn, one process) on 127.0.0.1. Then 1,000 and 500 of them for
-30 s whose jobs' shared limits are all held at their ceiling: each participant also asks for grants (``POST
+real control plane (``python -m controlplane``: uvicorn, one process) on 127.0.0.1. Then 1,000, 500 and 400 of them
+for 30 s whose jobs' shared limits are all held at their ceiling: each participant also asks for grants (``POST
 /v1/grant``) on a connection of its own, as its grant keeper does, and follows the answers (``_asker``): 50 (25)
 limits of 20 participants, more busy limits than the control plane's budget of asks gives 100 a second each
-(``controlplane.ask_pace``), so their asks are spaced further apart. Figures: the report latency (p50, p99, max:
+(``controlplane.ask_pace``), so their asks are spaced further apart; 20 limits of 20 at the full 100 a second each,
+20 askers a limit 0.2 s apart. Figures: the report latency (p50, p99, max:
 from writing a report to reading its whole answer, client side; and the asks'), the share of reports answered and
 accepted, the asks a second, what was granted of each limit, the control plane's CPU (utime + stime from
 ``/proc/<pid>/stat`` over the measured window, as a percentage of one core) and memory (VmRSS at the start and end
@@ -495,7 +496,7 @@ def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
 def run(quick: bool = False) -> list[dict[str, Any]]:
     participants, duration_s = (200, 10.0) if quick else (1000, 60.0)
     rows = rows_of(measure(participants, duration_s))
-    for asking in ((200,) if quick else (1000, 500)):   # every job's limit at its ceiling: reports and grant asks
+    for asking in ((200,) if quick else (1000, 500, 400)):   # every job's limit at its ceiling: reports and asks
         # (their reports without the usage map, as the project's participants send them: collectors.report_builder)
         rows += rows_of(measure(asking, 10.0 if quick else 30.0, usage_map=False, asking=True))
     return rows
