@@ -412,8 +412,8 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # alternates two and three cycles a window, and one full at each third held 0.8 of the limit (1/3: 0.98).
         # The next shorter one: up to one ask a second more from each asker (32 askers of a limit at 100 a second
         # ask every 0.25 s). The next longer one kept the limit's asks at its pace, but in the load benchmark (50
-        # limits of 20, whose askers' count moves around 20 at a spacing of 0.5 s) answers waited longer: p99 of
-        # 16-136 ms in four runs against 6-14 ms
+        # limits of 20, 0.5 s apart) answers waited longer, for a reason not found: p99 of 16-136 ms in four runs
+        # against 6-14 ms
         apart_s = period_s / math.ceil(period_s / apart_s - 1e-9)
     # (a stretched limit's chunk lasts one spacing, and its holders' buckets hold two: what an answer that came late
     # or short missed, the next ones make up. Chunks of two spacings read no better: 0.973 and 0.982 of each limit
