@@ -413,7 +413,7 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # The next shorter one: up to one ask a second more from each asker (32 askers of a limit at 100 a second
         # ask every 0.25 s). The next longer one kept the limit's asks at its pace, but in the load benchmark (50
         # limits of 20, 0.5 s apart) answers waited longer, for a reason not found: p99 of 16-136 ms in four runs
-        # against 6-14 ms
+        # against 6-14 ms in two (that row swings with the host: 25-84 ms in another hour, either code)
         apart_s = period_s / math.ceil(period_s / apart_s - 1e-9)
     # (a stretched limit's chunk lasts one spacing, and its holders' buckets hold two: what an answer that came late
     # or short missed, the next ones make up. Chunks of two spacings read no better: 0.973 and 0.982 of each limit
