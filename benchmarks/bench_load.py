@@ -8,11 +8,11 @@ for 30 s whose jobs' shared limits are all held at their ceiling: each participa
 /v1/grant``) on a connection of its own, as its grant keeper does, and follows the answers (``_asker``): 50 (25)
 limits of 20 participants, more busy limits than the control plane's budget of asks gives 100 a second each
 (``controlplane.ask_pace``), so their asks are spaced further apart; 20 limits of 20 at the full 100 a second each,
-20 askers a limit 0.2 s apart. Figures: the report latency (p50, p99, max:
-from writing a report to reading its whole answer, client side; and the asks'), the share of reports answered and
-accepted, the asks a second, what was granted of each limit, the control plane's CPU (utime + stime from
-``/proc/<pid>/stat`` over the measured window, as a percentage of one core) and memory (VmRSS at the start and end
-of the window, VmHWM). Goal: p99 < 100 ms on this (2-core) machine.
+20 askers a limit 0.2 s apart. Figures: the report latency (p50, p99, max: from writing a report to reading its
+whole answer, client side; and the asks'), the share of reports answered and accepted, the asks a second, what was
+granted of each limit, the control plane's CPU (utime + stime from ``/proc/<pid>/stat`` over the measured window, as
+a percentage of one core) and memory (VmRSS at the start and end of the window, VmHWM). Goal: p99 < 100 ms on this
+(2-core) machine.
 
 How the load is made, and why this way
 --------------------------------------

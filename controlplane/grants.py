@@ -229,15 +229,15 @@ class GrantBook:
         msgs_capacity, pause_s = windows.adapt(limit, rate, ask, now)
         if pause_s > 0:   # the sink asked for a pause: nothing for anyone until then (what it says is kept)
             ask = ask.model_copy(update={"wants_msgs": 0.0, "wants_bytes": 0.0})
-        if limit.adaptive_floor_per_s is not None:
-            # (not stretched: its holders hold a tenth of a second, as its sink refuses bursts; asked less often,
-            # they would take less than their shares)
+        adaptive = limit.adaptive_floor_per_s is not None
+        if adaptive:
+            # (asked at the full pace and never stretched: its holders hold a tenth of a second, as its sink refuses
+            # bursts; asked less often, they would take less than their shares)
             per_limit_per_s = MAX_ASKS_PER_S
-        spacing = limit.adaptive_floor_per_s is None
         m = _one(windows.msgs, participant_id, msgs_capacity, rate.period_s, ask, "msgs", now, learning,
-                 proportional, per_limit_per_s, leaving, spacing)
+                 proportional, per_limit_per_s, leaving, spacing=not adaptive)
         b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
-                 "bytes", now, learning, proportional, per_limit_per_s, leaving, spacing)
+                 "bytes", now, learning, proportional, per_limit_per_s, leaving, spacing=not adaptive)
         windows.answered(now)
         return Grant(level=ask.level, name=ask.name, direction=ask.direction,
                      msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
