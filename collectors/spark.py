@@ -7,12 +7,12 @@ one per Python worker, reused across tasks) and, for every batch it passes on, c
 ``producer.acquire(msgs=rows, bytes=size)`` *before* yielding the batch downstream. While any level says the
 producer is over its limit, ``acquire`` waits on an event -- the task simply stops pulling its input, so nothing
 is dropped and nothing spins. Accounting is per batch, never per row: a row iterator is grouped into batches of
-``batch_rows`` (default 100) so the limiter costs one call per batch, and pandas/Arrow batches are charged whole
--- unless a batch is large beside the producer's tightest limit: it is then charged and passed on in slices of at
-most a 40th of that limit's second (``Producer.most_per_acquire``; 25 rows at 1,000 msgs/s, of Spark's default
-10,000-row Arrow batches). Each worker sharing a limit may run up to one charge ahead of it, so a charge of a
-10,000-row batch against a 1,000 msgs/s limit was ten seconds of it at once. With no binding limit (a 40th of
-the limit's second is at least the batch), a batch goes on whole, as one charge.
+``batch_rows`` (default 100) so the limiter costs one call per batch, and pandas/Arrow batches are charged whole --
+unless a batch is large beside the producer's tightest limit: it is then charged and passed on in slices of at most
+a 40th of that limit's second (``Producer.most_per_acquire``; 25 rows at 1,000 msgs/s, of Spark's default 10,000-row
+Arrow batches, or of ``throttle_rows``' batches of 100). Each worker sharing a limit may run up to one charge ahead
+of it, so a charge of a 10,000-row batch against a 1,000 msgs/s limit was ten seconds of it at once. With no binding
+limit (a 40th of the limit's second is at least the batch), a batch goes on whole, as one charge.
 
 - ``throttle_rows(rows, topic)``        for ``rdd.mapPartitions`` / ``df.rdd.mapPartitions``: yields the same
                                         rows, ``batch_rows`` at a time. ``topic`` may be a function of the row
@@ -98,7 +98,9 @@ def throttle_rows(
     producer: str | None = None,
     **producer_options: Any,
 ) -> Iterator[Any]:
-    """Yield ``rows`` unchanged, acquiring ``batch_rows`` rows at a time from the topic's producer(s)."""
+    """Yield ``rows`` unchanged, acquiring ``batch_rows`` rows at a time from the topic's producer(s) -- in
+    sends of at most ``most_per_acquire()`` when a batch is larger (a single topic's rows go on as each send is
+    acquired; with a topic per row, the batch goes on once all its topics' sends are)."""
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
     producers: dict[str, Any] = {}
@@ -113,8 +115,11 @@ def throttle_rows(
         for name, group in groups.items():
             if name not in producers:
                 producers[name] = _producer(name, producer, producer_options)
-            producers[name].acquire(msgs=len(group), bytes=sum(row_bytes(r) for r in group))
-        yield from batch
+            for offset, length in _acquired_sends(producers[name], len(group), sum(row_bytes(r) for r in group)):
+                if isinstance(topic, str):
+                    yield from batch[offset:offset + length]
+        if not isinstance(topic, str):
+            yield from batch
 
 
 def arrow_size_of_pandas(frame: Any) -> int:
@@ -131,22 +136,29 @@ def arrow_size_of_pandas(frame: Any) -> int:
     return total
 
 
-def _charged_slices(producer: Any, batch: Any, rows: int, nbytes: float,
-                   cut: Callable[[Any, int, int], Any]) -> Iterator[Any]:
-    """Pass ``batch`` (``rows`` rows, ``nbytes`` bytes) on after acquiring it from ``producer``: whole, or, when
-    it is larger than ``producer.most_per_acquire()``, as ``cut(batch, offset, length)`` slices, each acquired
-    before it is yielded (bytes charged by the slice's part of the rows, so the charges add up to the batch's)."""
+def _acquired_sends(producer: Any, rows: int, nbytes: float) -> Iterator[tuple[int, int]]:
+    """Acquire ``rows`` rows (``nbytes`` bytes) from ``producer``: at once, or, when they are more than
+    ``producer.most_per_acquire()``, in sends of at most that (bytes charged by each send's part of the rows, so
+    the charges add up to the batch's). Yields each send's ``(offset, length)`` once it is acquired."""
     most_msgs, most_bytes = producer.most_per_acquire()
     step = min(most_msgs, most_bytes * rows / nbytes if nbytes > 0 else math.inf)
     if step >= rows:
         producer.acquire(msgs=rows, bytes=nbytes)
-        yield batch
+        yield 0, rows
         return
     step = max(1, int(step))
     for offset in range(0, rows, step):
         length = min(step, rows - offset)
         producer.acquire(msgs=length, bytes=nbytes * length / rows)
-        yield cut(batch, offset, length)
+        yield offset, length
+
+
+def _charged_slices(producer: Any, batch: Any, rows: int, nbytes: float,
+                   cut: Callable[[Any, int, int], Any]) -> Iterator[Any]:
+    """Pass ``batch`` (``rows`` rows, ``nbytes`` bytes) on after acquiring it from ``producer``: whole, or as
+    ``cut(batch, offset, length)`` slices, each acquired before it is yielded (``_acquired_sends``)."""
+    for offset, length in _acquired_sends(producer, rows, nbytes):
+        yield batch if length == rows else cut(batch, offset, length)
 
 
 def throttle_pandas(topic: str, *, producer: str | None = None, **producer_options: Any):

@@ -1,4 +1,5 @@
-"""The Spark helpers pass a batch on whole, or -- large beside the tightest limit -- in slices charged one by one.
+"""The Spark helpers pass a batch on whole, or -- large beside the tightest limit -- in slices charged one by one
+(``throttle_rows``' batches of rows too).
 
 The helpers' producer is a real ``Producer`` over a real ``PublishRateLimiter`` on a manual clock; the limits are
 high enough that no charge waits (this is about the slicing, not the pausing)."""
@@ -8,7 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from collectors.spark import _charged_slices, arrow_size_of_pandas
+from collectors import spark
+from collectors.spark import _charged_slices, arrow_size_of_pandas, throttle_rows
 from limiter import Level, ManualClock, Producer, PublishRateLimiter, Rate
 
 pytestmark = pytest.mark.unit
@@ -58,3 +60,39 @@ def test_a_pandas_batch_is_sliced_by_its_rows_too() -> None:
     assert [len(f) for f in out] == [100, 100, 50]
     assert pd.concat(out)["id"].tolist() == list(range(250))
     assert lim.snapshot().admitted_msgs == 250
+
+
+def charges_of(p: Producer, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The msgs of every charge ``p`` makes from here on (through its real ``acquire``)."""
+    charges, acquire = [], p.acquire
+
+    def recorded(msgs: float = 1, bytes: float = 0, **kw):
+        charges.append(msgs)
+        return acquire(msgs=msgs, bytes=bytes, **kw)
+    monkeypatch.setattr(p, "acquire", recorded)
+    return charges
+
+
+def test_throttle_rows_charges_a_batch_large_beside_the_limit_in_sends_and_passes_each_on_once_charged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a batch of 100 charged whole against 1,000 msgs/s: each worker of a shared limit a tenth of it ahead)
+    p, lim = producer(Rate(msgs=1000))   # a 40th of its second: 25 rows
+    charges = charges_of(p, monkeypatch)
+    monkeypatch.setattr(spark, "_producer", lambda topic, name, options: p)
+    seen = []
+    for row in throttle_rows(range(250), "acme/web/clicks", batch_rows=100, row_bytes=lambda r: 8):
+        seen.append((row, lim.snapshot().admitted_msgs))
+    assert [row for row, _ in seen] == list(range(250))
+    assert charges == [25] * 10
+    assert all(row < charged <= row + 25 for row, charged in seen)   # each row passed on once its send is charged
+    assert lim.snapshot().admitted_bytes == pytest.approx(250 * 8)
+
+
+def test_throttle_rows_with_a_topic_per_row_charges_each_topics_part_in_sends(monkeypatch: pytest.MonkeyPatch) -> None:
+    p, lim = producer(Rate(msgs=1000))
+    charges = charges_of(p, monkeypatch)
+    monkeypatch.setattr(spark, "_producer", lambda topic, name, options: p)   # (both topics: one producer here)
+    rows = list(throttle_rows(range(100), lambda r: f"acme/web/t{r % 2}", batch_rows=100))
+    assert rows == list(range(100))
+    assert charges == [25, 25, 25, 25]   # 50 rows of each topic, in sends of 25
+    assert lim.snapshot().admitted_msgs == 100
