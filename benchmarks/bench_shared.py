@@ -139,7 +139,7 @@ class Bench:
         topics = self.set_limit(w, self.runs, LIMIT) if kind == "ours" else w.topics
         fn = arrow_fn(kind, topics, str(log_dir), limit_per_s=LIMIT, tasks=min(w.partitions, 2) if w.sizes
                       else w.partitions, redis_url=self.redis.url, redis_key=self.redis_key,
-                      pace_per_task=w.pace_per_task)
+                      pace_per_task=w.pace_per_task, helper=w.helper)
         marks: dict[str, float] = {}
         started = time.time()
         during = self._during(w, kind, marks, span_s)
@@ -150,8 +150,8 @@ class Bench:
         elif w.sizes is not None:
             jobs.batch(self.spark, fn, w.sizes)
         elif w.apps:   # (this session idles: each application is a driver of its own)
-            each = [apps.App(kind, topic, w.partitions, w.rows_per_batch, pace, LIMIT, len(w.apps), self.redis.url,
-                             self.redis_key) for topic, pace in zip(topics, w.apps, strict=True)]
+            each = [apps.App(kind, topic, w.partitions, w.rows_per_batch, pace, LIMIT, len(w.apps) * w.slots,
+                             self.redis.url, self.redis_key, w.slots) for topic, pace in zip(topics, w.apps, strict=True)]
             started = apps.run(each, self.cp.url, self.cp.token, self.work, log_dir, WARMUP_S + span_s, INTERVAL_S)
         else:
             jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during)
@@ -177,7 +177,7 @@ class Bench:
                "worst": windows.worst_window_ratio(events, LIMIT, *worst_span),
                "gap_s": windows.longest_gap_s(events, t0, t1)}
         if waits and w.sizes is None:
-            out["throttled"] = windows.throttled_share(waits, len(w.apps) or w.partitions, t0, t1)
+            out["throttled"] = windows.throttled_share(waits, len(w.apps) * w.slots or w.partitions, t0, t1)
         if "cut" in marks:
             out["hold_s"] = windows.hold_time_s(events, marks["cut"], 0.3 * LIMIT, marks["raise"],
                                                 slack=one_acquire(kind) * LIMIT)

@@ -1,6 +1,7 @@
 """Several Spark applications under one shared limit, as two jobs of one tenant are: each its own driver process
 (``python -m benchmarks.shared.apps CONFIG``) on ``local[1]`` -- one core each, the host's two -- with its own
-executor and Python worker, so its own participant.
+executor and Python worker, so its own participant. (Or one application of many task slots, ``local[16]``: as
+many Python workers, each a participant, as a cluster of many executors has.)
 
 ``run(apps, ...)`` starts one driver per ``App``, waits until every one has warmed its session up (``jobs.session``),
 tells them all one moment to start, and waits for them to end. Each runs the stream workload (``jobs.stream``) of
@@ -41,6 +42,7 @@ class App:
     tasks: int = 1               # the static split: the limit over this many
     redis_url: str = ""
     redis_key: str = "shared"
+    slots: int = 1               # its Spark's task slots (``local[slots]``): Python workers, each a participant
 
 
 def run(apps: Sequence[App], url: str, token: str, work: Path, log_dir: Path, duration_s: float,
@@ -114,7 +116,7 @@ def main(argv: list[str]) -> None:
     # (built before the session's seconds of start-up: a wrong kind is refused at once, by arrow_fn's own check)
     fn = arrow_fn(app.kind, (app.topic,), config["log_dir"], limit_per_s=app.limit_per_s, tasks=app.tasks,
                   redis_url=app.redis_url, redis_key=app.redis_key, pace_per_task=app.pace_per_task)
-    spark = jobs.session("local[1]", config["url"], config["token"], Path(config["work"]), app.partitions,
+    spark = jobs.session(f"local[{app.slots}]", config["url"], config["token"], Path(config["work"]), app.partitions,
                          WARM_UP_S, report_interval_s=config["report_interval_s"],
                          app_name=f"throttlescope-bench-{app.topic.replace('/', '-')}")
     print("READY", flush=True)

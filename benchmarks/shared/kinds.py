@@ -1,6 +1,7 @@
 """The three ways a Spark task can hold a shared limit, side by side -- run inside the Spark tasks.
 
-- ``ours``: throttlescope's public helper ``collectors.spark.throttle_arrow(topic)``; the limit is a shared policy
+- ``ours``: throttlescope's public helper ``collectors.spark.throttle_arrow(topic)`` (or, with ``helper="rows"``,
+  ``throttle_rows`` over the batches' rows, each row recorded as it is passed on); the limit is a shared policy
   on the control plane, split between the workers that send;
 - ``static``: what users do today: ``limit / tasks`` for each Python worker, a local token bucket of its own
   (``limiter.PublishRateLimiter``, kept by the worker across tasks, as a per-executor limiter is);
@@ -25,6 +26,8 @@ from typing import Any
 __all__ = ["arrow_fn", "slice_waits", "KINDS", "REDIS_RETRY_S", "redis_limit_key", "cost_per_acquire_s"]
 
 KINDS = ("ours", "static", "redis")
+_END = object()
+HELPERS = ("arrow", "rows")   # ours' helper: ``throttle_arrow``, or ``throttle_rows`` over the batches' rows
 REDIS_RETRY_S = 0.002
 LIMIT_REFRESH_S = 1.0   # a Redis limiter's tasks read its live limit this often (the control plane's report interval)
 FLUSH_EVERY = 20
@@ -161,17 +164,31 @@ def _partition() -> int:
 
 
 def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: float = 0, tasks: int = 1,
-             redis_url: str = "", redis_key: str = "shared", pace_per_task: float = 0
+             redis_url: str = "", redis_key: str = "shared", pace_per_task: float = 0, helper: str = "arrow"
              ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of ``kind``; partition ``p`` sends to ``topics[p % len(topics)]`` (see the
-    module doc). ``limit_per_s``: the shared limit (the static split and Redis enforce it themselves)."""
+    module doc). ``limit_per_s``: the shared limit (the static split and Redis enforce it themselves);
+    ``helper``: ours' helper, ``"arrow"`` or ``"rows"``."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if helper not in HELPERS:
+        raise ValueError(f"helper must be one of {HELPERS}, got {helper!r}")
 
     def fn(batches: Iterator[Any]) -> Iterator[Any]:
         record, pacer = _Recorder(log_dir), _Pacer(pace_per_task)
         topic = topics[_partition() % len(topics)]
         try:
+            if kind == "ours" and helper == "rows":
+                from collectors.spark import throttle_rows
+
+                rows = throttle_rows(_rows_of(batches, pacer), topic)
+                while True:   # (each row passed on is recorded with how long it was waited for; no batch goes on)
+                    asked_s = time.monotonic()
+                    if next(rows, _END) is _END:
+                        break
+                    record.admitted(1, time.monotonic() - asked_s)
+                record.requests()
+                return
             if kind == "ours":
                 from collectors.spark import throttle_arrow
 
@@ -191,6 +208,12 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
         finally:
             record.flush()
     return fn
+
+
+def _rows_of(batches: Iterator[Any], pacer: _Pacer) -> Iterator[Any]:
+    for b in batches:
+        pacer.before(b.num_rows)
+        yield from b.column(0).to_pylist()
 
 
 def cost_per_acquire_s(redis_url: str) -> dict[str, float]:

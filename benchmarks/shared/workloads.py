@@ -61,6 +61,8 @@ class Workload:
     # several applications, each its own driver on local[1] (``apps``), application i sending to topics[i], its
     # tasks paced to apps[i] rows a second each (0: as fast as the limit lets them)
     apps: tuple[float, ...] = ()
+    slots: int = 1                  # each application's task slots (``local[slots]``): its Python workers at once
+    helper: str = "arrow"           # ours' helper: ``throttle_arrow``, or ``throttle_rows`` over the rows ("rows")
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,6 +107,13 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
         # must not strand what it does not send
         Workload("two applications, tenant limit: a stream beside a trickle", "tenant", ("ours", "static", "redis"),
                  topics=three[:2], apps=(0.0, 0.1 * LIMIT), repeats=runs),
+        # a cluster of many executors' Python workers, each a participant back at every micro-batch's start (this
+        # host's two cores run them in turn): one application on local[16], a task of each micro-batch on each
+        # the row helper (``rdd.mapPartitions``' rows, charged 100 at a time by default, in sends of a 40th of the
+        # limit when that is less), in the same stream's tasks
+        Workload("stream, 1 topic, 2 tasks, throttle_rows", "topic", ("ours",), helper="rows", repeats=runs),
+        Workload("stream, 1 topic, 16 workers", "topic", ("ours", "static", "redis"), partitions=16, apps=(0.0,),
+                 slots=16, repeats=runs),
     ]) + ([
         Workload("stream, one executor killed", "topic", ("ours", "static", "redis"), during="executor",
                  repeats=1 if quick else 3),
