@@ -44,6 +44,10 @@ class App:
     redis_key: str = "shared"
     slots: int = 1               # its Spark's task slots (``local[slots]``): Python workers, each a participant
 
+    def __post_init__(self) -> None:
+        if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
+            raise ValueError(f"slots must be a whole number >= 1 (local[slots]), got {self.slots!r}")
+
 
 def run(apps: Sequence[App], url: str, token: str, work: Path, log_dir: Path, duration_s: float,
         report_interval_s: float = 1.0) -> float:
