@@ -104,9 +104,10 @@ def throttle_rows(
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
     producers: dict[str, Any] = {}
+    one_topic = isinstance(topic, str)
     iterator = iter(rows)
     while batch := list(islice(iterator, batch_rows)):
-        if isinstance(topic, str):
+        if one_topic:
             groups = {topic: batch}
         else:
             groups = {}
@@ -116,9 +117,9 @@ def throttle_rows(
             if name not in producers:
                 producers[name] = _producer(name, producer, producer_options)
             for offset, length in _acquired_sends(producers[name], len(group), sum(row_bytes(r) for r in group)):
-                if isinstance(topic, str):
+                if one_topic:
                     yield from batch[offset:offset + length]
-        if not isinstance(topic, str):
+        if not one_topic:
             yield from batch
 
 

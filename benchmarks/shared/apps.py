@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from collectors.jobs.common import positive
+
 __all__ = ["App", "run", "READY_TIMEOUT_S"]
 
 READY_TIMEOUT_S = 240.0   # a driver's JVM, its session and its warm-up (about 20 s here), on a busy host
@@ -45,8 +47,7 @@ class App:
     slots: int = 1               # its Spark's task slots (``local[slots]``): Python workers, each a participant
 
     def __post_init__(self) -> None:
-        if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
-            raise ValueError(f"slots must be a whole number >= 1 (local[slots]), got {self.slots!r}")
+        positive("slots", self.slots, integer=True)   # (the jobs' own check: a whole number > 0)
 
 
 def run(apps: Sequence[App], url: str, token: str, work: Path, log_dir: Path, duration_s: float,

@@ -26,7 +26,6 @@ from typing import Any
 __all__ = ["arrow_fn", "slice_waits", "KINDS", "REDIS_RETRY_S", "redis_limit_key", "cost_per_acquire_s"]
 
 KINDS = ("ours", "static", "redis")
-_END = object()
 HELPERS = ("arrow", "rows")   # ours' helper: ``throttle_arrow``, or ``throttle_rows`` over the batches' rows
 REDIS_RETRY_S = 0.002
 LIMIT_REFRESH_S = 1.0   # a Redis limiter's tasks read its live limit this often (the control plane's report interval)
@@ -81,12 +80,13 @@ class _Pacer:
 
 def slice_waits(helper: Callable[[Iterator[Any]], Iterator[Any]], batches: Iterator[Any], pacer: _Pacer,
                 now_s: Callable[[], float] = time.monotonic) -> Iterator[tuple[Any, float]]:
-    """Each slice the helper (``throttle_arrow``'s function) passes on, with the seconds it waited for the limiter:
-    from when the helper was asked for the slice, or from when the source handed it the batch the slice is cut
-    from (after the pacer's sleep), whichever is later; the first slice also waits for what the helper does
-    before it takes its first batch (its producer: it waited there for its pools' first grant until 2026-11-27,
-    a round trip at each task's start; now it starts the ask there). From the batch's hand-over alone, a batch's
-    later slices counted the time Spark took to take its earlier ones, and the task's start was not counted."""
+    """Each slice the helper (``throttle_arrow``'s function, or ``throttle_rows`` over the batches' rows: each row)
+    passes on, with the seconds it waited for the limiter: from when the helper was asked for the slice, or from
+    when the source handed it the batch the slice is cut from (after the pacer's sleep), whichever is later; the
+    first slice also waits for what the helper does before it takes its first batch (its producer: it waited there
+    for its pools' first grant until 2026-11-27, a round trip at each task's start; now it starts the ask there).
+    From the batch's hand-over alone, a batch's later slices counted the time Spark took to take its earlier ones,
+    and the task's start was not counted."""
     handed_s = [0.0]
     setup_s = [0.0]
 
@@ -181,12 +181,11 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
             if kind == "ours" and helper == "rows":
                 from collectors.spark import throttle_rows
 
-                rows = throttle_rows(_rows_of(batches, pacer), topic)
-                while True:   # (each row passed on is recorded with how long it was waited for; no batch goes on)
-                    asked_s = time.monotonic()
-                    if next(rows, _END) is _END:
-                        break
-                    record.admitted(1, time.monotonic() - asked_s)
+                def rows_helper(arrow: Iterator[Any]) -> Iterator[Any]:
+                    return throttle_rows((v for b in arrow for v in b.column(0).to_pylist()), topic)
+
+                for _, waited_s in slice_waits(rows_helper, batches, pacer):   # (each row; no batch goes on)
+                    record.admitted(1, waited_s)
                 record.requests()
                 return
             if kind == "ours":
@@ -208,12 +207,6 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
         finally:
             record.flush()
     return fn
-
-
-def _rows_of(batches: Iterator[Any], pacer: _Pacer) -> Iterator[Any]:
-    for b in batches:
-        pacer.before(b.num_rows)
-        yield from b.column(0).to_pylist()
 
 
 def cost_per_acquire_s(redis_url: str) -> dict[str, float]:
