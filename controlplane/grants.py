@@ -389,11 +389,11 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         return min(split, safe_was_per_s) if learning and safe_was_per_s > 0 else split
 
     if wants <= 0:
-        # a micro-batch worker leaving in debt (its task's last send overdrew its pool) is granted it now, if the
-        # window has room: those sends were made, and granted with its next task, a micro-batch later, the window
-        # counted them late (``GrantWindow.repay``). A batch job's worker is back with its next task within
-        # milliseconds, and its first ask repays it then (repaid at each of 64 short tasks' ends, they read 0.98
-        # and 0.99 of the limit in two runs, 0.995 and 0.996 without)
+        # a micro-batch worker leaving in debt (its task's last send overdrew its pool) is granted it now, room or
+        # not: those sends were made, and granted with its next task, a micro-batch later, the window counted them
+        # late (``GrantWindow.repay``). A batch job's worker is back with its next task within milliseconds, and
+        # its first ask repays it then (repaid at each of 64 short tasks' ends, they read 0.98 and 0.99 of the
+        # limit in two runs, 0.995 and 0.996 without)
         repaid = window.repay(holder, -held, capacity, now) if leaving and held is not None and held < 0 and \
             not learning and window.returning(holder, now) else 0.0
         return repaid, 0.0, safe_per_s(), 0.0, 0.0, 0.0

@@ -11,7 +11,10 @@ window on Redis) does neither, at one network round trip per acquire.
 
 ``GrantWindow`` gives the moving window's guarantee to *grants* instead of acquires:
 
-    the tokens granted in any window of ``window_s`` (the limit's period) never add up to more than the limit.
+    the tokens granted in any window of ``window_s`` (the limit's period) never add up to more than the limit,
+
+but for the debts of sends already made, granted when a micro-batch worker leaves (``repay``, below): a window
+over the limit by them grants nothing more until they slide out.
 
 A participant asks for a chunk when its local bucket runs low, saying how fast it wants to spend
 (``rate_per_s``), and gets ``grant(...)``: at most what it ``wants`` and its ``fair_chunk``, and no more than
@@ -71,9 +74,10 @@ dates nothing later; an earlier version let any give-back stop the dating of roo
 
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
 and the window credits it to its newest grants, so the next worker to get work finds it. A micro-batch worker
-that leaves in debt (its last send overdrew its pool by part of a send) is granted the debt at once if the window
-has room (``repay``, from the control plane's answer): those tokens were spent, and granted with its next task
-instead they counted a micro-batch late, the window full while the sends it had seen left room for one more.
+that leaves in debt (its last send overdrew its pool by part of a send) is granted the debt at once, even beyond
+the limit (``repay``, from the control plane's answer): those tokens were spent, and granted with its next task
+instead they counted a micro-batch late, the window full while the sends it had seen left room for one more -- and
+full of them, that micro-batch's own last sends overdrew in turn, a debt handed on every micro-batch.
 
 Worked example, limit 1,000 per 1-s window, ``burst_s`` 0.5. Worker A starts a micro-batch wanting 1,000/s, alone:
 its fair rate is 1,000/s, and its first asks drain its bucket's 500 at once (catching up the gap before the
@@ -405,8 +409,10 @@ class GrantWindow:
         return max(0.0, self._short_total - self._short_of.get(holder, 0.0))
 
     def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
-        """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``) and in the spends' count."""
-        self._log.append([self._dated(amount, capacity, now_s), holder, amount])
+        """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``, if it fits; else now) and in the
+        spends' count."""
+        fits = amount <= capacity - self._total + 1e-9
+        self._log.append([self._dated(amount, capacity, now_s) if fits else now_s, holder, amount])
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount, bursts=bursts)
@@ -479,12 +485,17 @@ class GrantWindow:
         return amount - left
 
     def repay(self, holder: Hashable, debt: float, capacity: float, now_s: float) -> float:
-        """Grant ``holder``, which leaves the limit owing ``debt`` (its last send overdrew its pool), what of it
-        fits the window now; returns the amount. Those tokens were spent already, and the spends count them from
-        then: granted at the holder's next task instead (a micro-batch later), the window counted them late, full
-        while the sends it had seen left room."""
+        """Grant ``holder``, which leaves the limit owing ``debt`` (its last send overdrew its pool), all of it now,
+        whether the window has room or not -- no more than it spent in the window (a report of more is a bug,
+        and must not shut the others out); returns the amount. Those tokens were spent already,
+        and the spends count them from then: granted at the holder's next task instead (a micro-batch later), the
+        window counted them late. Granted only where it had room, a 16-worker stream's last sends overdrew a full
+        window every micro-batch, the next micro-batch's first grants repaid them, and its own last sends found the
+        window full of those repayments and waited half a second: the debt passed on from one micro-batch to the
+        next, and the stream read 0.949 of its limit (0.988 with this). A window over its limit by the debts grants
+        nothing until they slide out, as an exact window of the spends would."""
         self._slide(now_s)
-        amount = max(0.0, min(_amount("debt", debt), capacity - self._total))
+        amount = min(_amount("debt", debt), self._spent.spent_by(holder))
         if amount > 0:   # (no longer owed; nor a catch-up counted until its next report: spent already)
             self._count(holder, amount, capacity, now_s, bursts=False)
         return amount

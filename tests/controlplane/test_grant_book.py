@@ -418,7 +418,7 @@ def test_a_micro_batch_worker_that_leaves_in_debt_is_granted_it_with_the_answer_
 
     def leave(who: str, debt: float) -> float:
         return book.answer(who, [GrantAsk(level="resource_group", name="rg", direction="publish", held_msgs=-debt,
-                                          spent=[Spend(ago_s=0.01, msgs=100.0)])], POLICIES)[0].msgs
+                                          spent=[Spend(ago_s=0.01, msgs=100.0 + debt)])], POLICIES)[0].msgs
 
     assert book.answer("a", ask(100), POLICIES)[0].msgs == 100
     clock.advance(0.1)
@@ -436,6 +436,35 @@ def test_a_micro_batch_worker_that_leaves_in_debt_is_granted_it_with_the_answer_
     assert book.answer("b", ask(100), POLICIES)[0].msgs > 0
     clock.advance(0.05)
     assert leave("b", 10.0) == 0
+
+
+def test_a_micro_batch_worker_that_leaves_in_debt_is_granted_it_even_where_the_window_is_full() -> None:
+    """Sixteen workers of one stream end each micro-batch with the window full and a few in debt: granted with
+    their next task instead, the debts filled that micro-batch's window and its own last sends overdrew in turn
+    (0.949 of the limit). The answer to the give-back grants the debt, the window then over the limit by it, and
+    grants nothing more until the window slides -- no more than the leaver reported spent in it."""
+    clock = ManualClock()
+    book = GrantBook(0.25, clock=clock.now_s)
+
+    def leave(who: str, debt: float, spent: float) -> float:
+        return book.answer(who, [GrantAsk(level="resource_group", name="rg", direction="publish", held_msgs=-debt,
+                                          spent=[Spend(ago_s=0.01, msgs=spent)])], POLICIES)[0].msgs
+
+    assert book.answer("a", ask(100), POLICIES)[0].msgs == 100
+    clock.advance(0.1)
+    assert leave("a", 0.0, 100.0) == 0                  # its first micro-batch ends
+    clock.advance(0.3)                                  # Spark's gap
+    drawn = 0.0
+    for _ in range(20):                                 # the window's room, to the last token
+        drawn += book.answer("a", ask(250), POLICIES)[0].msgs
+        clock.advance(0.001)
+    assert drawn == pytest.approx(LIMIT - 100)
+    assert leave("a", 12.0, drawn + 12.0) == pytest.approx(12)   # the window is full: repaid all the same
+    granted = book.view()["limits"]["resource_group:publish:rg"]["grantedMsgs"]
+    assert granted == pytest.approx(LIMIT + 12)
+    assert book.answer("b", ask(10), POLICIES)[0].msgs == 0     # nothing more until the window slides
+    # a report of a debt beyond reason (a bug): no more than it reported spent in the window, 100 + 912 + 1
+    assert leave("a", 5000.0, 1.0) == pytest.approx(100 + drawn + 12 + 1)
 
 
 def test_the_askers_of_a_stretched_limit_come_back_spread_over_its_spacing_each_at_its_own_moment(

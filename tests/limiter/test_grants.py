@@ -375,17 +375,25 @@ def test_a_micro_batch_workers_catch_up_lasts_through_the_asks_that_draw_it() ->
         pytest.approx(500)
 
 
-def test_a_leaver_in_debt_is_granted_it_at_once_if_the_window_has_room() -> None:
-    """A task's last send overdrew its pool: the debt is granted at the give-back, where the window has room, not
-    at the worker's next task -- the spends were made, and the window counted them late, full a micro-batch later
-    while the sends it had seen left room (a stream of half-window micro-batches, simulated: 0.979 -> 0.983)."""
+def test_a_leaver_in_debt_is_granted_it_at_once_even_beyond_the_window() -> None:
+    """A task's last send overdrew its pool: the debt is granted at the give-back, not at the worker's next task --
+    the spends were made, and the window counted them late, full a micro-batch later while the sends it had seen
+    left room (a stream of half-window micro-batches, simulated: 0.979 -> 0.983). Granted even where the window is
+    full: repaid with the next micro-batch's first grants, the debt filled that micro-batch's window and its own
+    last sends overdrew again (16 workers of one stream: 0.949 of the limit -> 0.988). Never more than the leaver
+    spent in the window."""
     w = GrantWindow(1.0)
     assert w.grant("A", 500, 1000, 0.0, fair_chunk=500) == 500
+    w.report("A", -524.0, [(0.1, 1024.0)], 0.3)     # spent all of it and 524 more: its sends overdrew the pool
     w.give_back("A", 0, 0.3)
     assert w.repay("A", 24.0, 1000, 0.3) == 24.0
     assert w.granted(0.3) == pytest.approx(524) and w.granted_to("A", 0.3) == pytest.approx(524)
-    assert w.repay("A", 900.0, 1000, 0.3) == pytest.approx(476)     # what fits: the window holds the limit
-    assert w.repay("A", 10.0, 1000, 0.3) == 0.0
+    assert w.repay("A", 500.0, 1000, 0.3) == 500.0                     # beyond the window: the window is over it
+    assert w.granted(0.3) == pytest.approx(1024)
+    assert w.grant("B", 10, 1000, 0.35, fair_chunk=10) == 0.0          # ... and grants nothing new
+    assert w.retry_s(1000, 0.35) == pytest.approx(0.65)               # until the first grant (500) slides out
+    assert w.repay("A", 5000.0, 1000, 0.3) == 1024.0                   # no more than it spent in the window
+    assert w.repay("C", 10.0, 1000, 0.3) == 0.0                        # one that reported no spends: nothing
     with pytest.raises(ValueError, match="debt"):
         w.repay("A", -1.0, 1000, 0.3)
 
