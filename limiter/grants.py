@@ -486,16 +486,16 @@ class GrantWindow:
 
     def repay(self, holder: Hashable, debt: float, capacity: float, now_s: float) -> float:
         """Grant ``holder``, which leaves the limit owing ``debt`` (its last send overdrew its pool), all of it now,
-        whether the window has room or not -- no more than it spent in the window (a report of more is a bug,
-        and must not shut the others out); returns the amount. Those tokens were spent already,
-        and the spends count them from then: granted at the holder's next task instead (a micro-batch later), the
-        window counted them late. Granted only where it had room, a 16-worker stream's last sends overdrew a full
-        window every micro-batch, the next micro-batch's first grants repaid them, and its own last sends found the
-        window full of those repayments and waited half a second: the debt passed on from one micro-batch to the
-        next, and the stream read 0.949 of its limit (0.988 with this). A window over its limit by the debts grants
-        nothing until they slide out, as an exact window of the spends would."""
+        whether the window has room or not -- no more than it spent in the window (a report of more is a bug, and
+        must not shut the others out); returns the amount. Those tokens were spent already, and the spends count
+        them from then: granted at the holder's next task instead (a micro-batch later), the window counted them
+        late. Granted only where it had room, a 16-worker stream's last sends overdrew a full window every
+        micro-batch, the next micro-batch's first grants repaid them, and its own last sends found the window full
+        of those repayments and waited half a second: the debt passed on from one micro-batch to the next, and the
+        stream read 0.949 of its limit (0.988 with this). A window over its limit by the debts grants nothing until
+        they slide out, as an exact window of the spends would."""
         self._slide(now_s)
-        amount = min(_amount("debt", debt), self._spent.spent_by(holder))
+        amount = min(_amount("debt", debt), self._spent.spent_by(holder, now_s))
         if amount > 0:   # (no longer owed; nor a catch-up counted until its next report: spent already)
             self._count(holder, amount, capacity, now_s, bursts=False)
         return amount

@@ -205,8 +205,9 @@ class SpentWindow:
                 return max(0.0, at_s + self.window_s - now_s)
         return self.window_s
 
-    def spent_by(self, holder: Hashable) -> float:
-        """What ``holder`` reported spent in the window (as of the last slide)."""
+    def spent_by(self, holder: Hashable, now_s: float) -> float:
+        """What ``holder`` reported spent in the window ending now."""
+        self._slide(now_s)
         return self._spent_by.get(holder, 0.0)
 
     def held(self, holder: Hashable) -> float:
