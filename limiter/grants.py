@@ -409,24 +409,25 @@ class GrantWindow:
         return max(0.0, self._short_total - self._short_of.get(holder, 0.0))
 
     def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
-        """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``, if it fits; else now) and in the
-        spends' count."""
-        fits = amount <= capacity - self._total + 1e-9
-        self._log.append([self._dated(amount, capacity, now_s) if fits else now_s, holder, amount])
+        """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``) and in the spends' count."""
+        self._log.append([self._dated(amount, capacity, now_s), holder, amount])
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount, bursts=bursts)
 
     def _dated(self, amount: float, capacity: float, now_s: float) -> float:
-        """When a grant of ``amount`` (which fits the window now) is counted as granted: the moment the room it
-        needs came free as a grant slid out, if that was within ``DATED_BACK_S`` of the window and not before the
-        newest grant's date; else now (the room was there before, or came from a give-back). Dated so, it fits
-        every window that holds that moment (the room only grew since), and it slides out a window after the room
-        came free: a token's round is the window, not the window and an ask's lag."""
+        """When a grant of ``amount`` is counted as granted: the moment the room it needs came free as a grant slid
+        out, if that was within ``DATED_BACK_S`` of the window and not before the newest grant's date; else now (the
+        room was there before, or came from a give-back, or the grant does not fit the window -- a debt repaid
+        beyond it, ``repay``). Dated so, it fits every window that holds that moment (the room only grew since),
+        and it slides out a window after the room came free: a token's round is the window, not the window and an
+        ask's lag."""
+        room = capacity - self._total   # the room at every moment from the newest change until now
+        if amount > room + 1e-9:
+            return now_s
         since = now_s - DATED_BACK_S * self.window_s
         if self._log:
             since = max(since, self._log[-1][0])   # (at it: a grant dated then took part of what came free then)
-        room = capacity - self._total   # the room at every moment from the newest change until now
         for at, came, credited in reversed(self._room_came):   # newest first: before each, that much less room
             if at < since:
                 break

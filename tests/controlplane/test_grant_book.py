@@ -409,6 +409,12 @@ def test_a_micro_batch_worker_short_of_the_spends_bound_comes_back_when_that_fre
     assert [at_129.retry_s, at_1298.retry_s] == [pytest.approx(0.015 + 0.001), pytest.approx(0.007 + 0.001)]
 
 
+def give_back_in_debt(book: GrantBook, who: str, debt: float, spent: float) -> float:
+    """``who``'s task ends owing ``debt``, having spent ``spent`` 10 ms ago: what the answer grants it."""
+    return book.answer(who, [GrantAsk(level="resource_group", name="rg", direction="publish", held_msgs=-debt,
+                                      spent=[Spend(ago_s=0.01, msgs=spent)])], POLICIES)[0].msgs
+
+
 def test_a_micro_batch_worker_that_leaves_in_debt_is_granted_it_with_the_answer_to_its_give_back() -> None:
     """Its task's last send overdrew its pool by 15: the answer to its give-back grants those 15 (the window has
     room), so its pool is square and the window counts them now, not with its next task a micro-batch later. A
@@ -417,8 +423,7 @@ def test_a_micro_batch_worker_that_leaves_in_debt_is_granted_it_with_the_answer_
     book = GrantBook(0.25, clock=clock.now_s)
 
     def leave(who: str, debt: float) -> float:
-        return book.answer(who, [GrantAsk(level="resource_group", name="rg", direction="publish", held_msgs=-debt,
-                                          spent=[Spend(ago_s=0.01, msgs=100.0 + debt)])], POLICIES)[0].msgs
+        return give_back_in_debt(book, who, debt, spent=100.0 + debt)
 
     assert book.answer("a", ask(100), POLICIES)[0].msgs == 100
     clock.advance(0.1)
@@ -446,25 +451,21 @@ def test_a_micro_batch_worker_that_leaves_in_debt_is_granted_it_even_where_the_w
     clock = ManualClock()
     book = GrantBook(0.25, clock=clock.now_s)
 
-    def leave(who: str, debt: float, spent: float) -> float:
-        return book.answer(who, [GrantAsk(level="resource_group", name="rg", direction="publish", held_msgs=-debt,
-                                          spent=[Spend(ago_s=0.01, msgs=spent)])], POLICIES)[0].msgs
-
     assert book.answer("a", ask(100), POLICIES)[0].msgs == 100
     clock.advance(0.1)
-    assert leave("a", 0.0, 100.0) == 0                  # its first micro-batch ends
+    assert give_back_in_debt(book, "a", 0.0, 100.0) == 0   # its first micro-batch ends
     clock.advance(0.3)                                  # Spark's gap
     drawn = 0.0
     for _ in range(20):                                 # the window's room, to the last token
         drawn += book.answer("a", ask(250), POLICIES)[0].msgs
         clock.advance(0.001)
     assert drawn == pytest.approx(LIMIT - 100)
-    assert leave("a", 12.0, drawn + 12.0) == pytest.approx(12)   # the window is full: repaid all the same
+    assert give_back_in_debt(book, "a", 12.0, drawn + 12.0) == pytest.approx(12)   # the window is full: repaid
     granted = book.view()["limits"]["resource_group:publish:rg"]["grantedMsgs"]
     assert granted == pytest.approx(LIMIT + 12)
     assert book.answer("b", ask(10), POLICIES)[0].msgs == 0     # nothing more until the window slides
     # a report of a debt beyond reason (a bug): no more than it reported spent in the window, 100 + 912 + 1
-    assert leave("a", 5000.0, 1.0) == pytest.approx(100 + drawn + 12 + 1)
+    assert give_back_in_debt(book, "a", 5000.0, 1.0) == pytest.approx(100 + drawn + 12 + 1)
 
 
 def test_the_askers_of_a_stretched_limit_come_back_spread_over_its_spacing_each_at_its_own_moment(
