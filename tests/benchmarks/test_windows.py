@@ -139,6 +139,11 @@ def test_a_window_may_exceed_the_limit_by_a_twentieth_and_one_acquire_of_the_kin
     assert window("ours", 1.075)["goal"] == "<= 1.075" and window("ours", 1.075)["ok"] is True
     assert window("ours", 1.1)["ok"] is False
     assert window("redis", 1.1)["goal"] == ""   # (the peers charge 100-row batches whole, and have no goal)
+    # at ten times the limit a 100-row batch is a hundredth of it, less than ours' 40th: one acquire is the batch
+    w = Workload("stream, 1 topic, 4 tasks, a limit of 10,000 a second", "topic", ("ours", "redis"),
+                 limit_per_s=10_000)
+    assert window("ours", 1.06)["goal"] == "<= 1.06" and window("ours", 1.06)["ok"] is True
+    assert window("ours", 1.075)["ok"] is False
 
 
 def test_requests_per_participant_are_counted_between_each_workers_first_and_last_task_in_the_span(
@@ -201,8 +206,8 @@ def test_a_stream_of_two_micro_batches_a_window_runs_on_local_alone_beside_both_
     assert half.rows_per_batch == LIMIT // 2 and half.sizes is None and half.partitions == 4
     assert half.kinds == ("ours", "static", "redis") and half.repeats > 1
     assert name not in {w.name for w in workloads(quick=False, cluster=True)}
-    # every other stream keeps a window's worth a micro-batch
-    assert {w.rows_per_batch for w in local.values() if w.name != name} == {LIMIT}
+    # every other stream keeps a window's worth of its limit a micro-batch
+    assert all(w.rows_per_batch == w.limit_per_s for w in local.values() if w.name != name)
 
 
 def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it() -> None:
