@@ -136,10 +136,11 @@ class Bench:
 
     def run(self, w: Workload, kind: str) -> dict[str, float]:
         self.runs += 1
+        limit = w.limit_per_s
         span_s = w.span_s or self.duration_s
         log_dir = Path(tempfile.mkdtemp(prefix="admitted-", dir=self.work))
-        topics = self.set_limit(w, self.runs, w.limit_per_s) if kind == "ours" else w.topics
-        fn = arrow_fn(kind, topics, str(log_dir), limit_per_s=w.limit_per_s, tasks=min(w.partitions, 2) if w.sizes
+        topics = self.set_limit(w, self.runs, limit) if kind == "ours" else w.topics
+        fn = arrow_fn(kind, topics, str(log_dir), limit_per_s=limit, tasks=min(w.partitions, 2) if w.sizes
                       else w.partitions, redis_url=self.redis.url, redis_key=self.redis_key,
                       pace_per_task=w.pace_per_task, helper=w.helper)
         marks: dict[str, float] = {}
@@ -152,8 +153,9 @@ class Bench:
         elif w.sizes is not None:
             jobs.batch(self.spark, fn, w.sizes)
         elif w.apps:   # (this session idles: each application is a driver of its own)
-            each = [apps.App(kind, topic, w.partitions, w.rows_per_batch, pace, w.limit_per_s, len(w.apps) * w.slots,
-                             self.redis.url, self.redis_key, w.slots) for topic, pace in zip(topics, w.apps, strict=True)]
+            each = [apps.App(kind, topic, w.partitions, w.rows_per_batch, pace, limit, len(w.apps) * w.slots,
+                             self.redis.url, self.redis_key, w.slots)
+                    for topic, pace in zip(topics, w.apps, strict=True)]
             started = apps.run(each, self.cp.url, self.cp.token, self.work, log_dir, WARMUP_S + span_s, INTERVAL_S)
         else:
             jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during)
@@ -175,32 +177,32 @@ class Bench:
         else:
             t0, t1 = started + WARMUP_S, min(events[-1][0], started + WARMUP_S + span_s)
             worst_span = (t0, t1)
-        out = {"mean": windows.mean_ratio(events, w.limit_per_s, t0, t1),
-               "worst": windows.worst_window_ratio(events, w.limit_per_s, *worst_span),
+        out = {"mean": windows.mean_ratio(events, limit, t0, t1),
+               "worst": windows.worst_window_ratio(events, limit, *worst_span),
                "gap_s": windows.longest_gap_s(events, t0, t1)}
         if waits and w.sizes is None:
             out["throttled"] = windows.throttled_share(waits, len(w.apps) * w.slots or w.partitions, t0, t1)
         if "cut" in marks:
-            out["hold_s"] = windows.hold_time_s(events, marks["cut"], 0.3 * w.limit_per_s, marks["raise"],
-                                                slack=one_acquire(kind, w.limit_per_s) * w.limit_per_s)
-            out["cut_mean"] = windows.mean_ratio(events, 0.3 * w.limit_per_s, marks["cut"] + 2 * INTERVAL_S, marks["raise"])
-            out["raised_mean"] = windows.mean_ratio(events, w.limit_per_s, marks["raise"] + 2 * INTERVAL_S, t1)
+            out["hold_s"] = windows.hold_time_s(events, marks["cut"], 0.3 * limit, marks["raise"],
+                                                slack=one_acquire(kind, limit) * limit)
+            out["cut_mean"] = windows.mean_ratio(events, 0.3 * limit, marks["cut"] + 2 * INTERVAL_S, marks["raise"])
+            out["raised_mean"] = windows.mean_ratio(events, limit, marks["raise"] + 2 * INTERVAL_S, t1)
         if steady:
-            room = windows.unused_room(events, waits, spans, w.limit_per_s, t0, t1)
+            room = windows.unused_room(events, waits, spans, limit, t0, t1)
             out.update(unused_gaps=room["no task"], unused_waiting=room["a task waiting"])
         out.update(delivery)
         if requests is not None:
             out["requests_per_s"] = requests
         if "executor_killed" in marks:
-            out.update(windows.after_kill(events, spans, w.limit_per_s, marks["executor_killed"] + 2 * INTERVAL_S, t1))
+            out.update(windows.after_kill(events, spans, limit, marks["executor_killed"] + 2 * INTERVAL_S, t1))
         if "replica_killed" in marks:
             killed = marks["replica_killed"]
             out["gap_around_s"] = windows.longest_gap_s(events, killed - 1.0, killed + 3.0)
-            out["after_mean"] = windows.mean_ratio(events, w.limit_per_s, killed, t1)
+            out["after_mean"] = windows.mean_ratio(events, limit, killed, t1)
         if "killed" in marks:
             out["outage_gap_s"] = windows.longest_gap_s(events, marks["killed"], marks["restarted"] + 3.0)
-            out["outage_mean"] = windows.mean_ratio(events, w.limit_per_s, marks["killed"], marks["restarted"])
-            out["after_worst"] = windows.worst_window_ratio(events, w.limit_per_s, marks["restarted"], t1)
+            out["outage_mean"] = windows.mean_ratio(events, limit, marks["killed"], marks["restarted"])
+            out["after_worst"] = windows.worst_window_ratio(events, limit, marks["restarted"], t1)
         return out
 
     @property

@@ -59,14 +59,18 @@ class Workload:
     # after it loses an executor (1-1.7 s, or none) moved one run's figures after the kill by up to 0.1
     repeats: int = 1
     span_s: float | None = None     # the measuring span after the warm-up, if not the benchmark's own
-    rows_per_batch: int = int(LIMIT)   # a stream's rows per micro-batch (default: a window's worth of the limit)
     limit_per_s: float = LIMIT      # the shared limit (its live cut: 0.3 of it)
+    rows_per_batch: int | None = None   # a stream's rows per micro-batch (None: a window's worth of its limit)
     # several applications, each its own driver on local[1] (``apps``), application i sending to topics[i], its
     # tasks paced to apps[i] rows a second each (0: as fast as the limit lets them)
     apps: tuple[float, ...] = ()
     slots: int = 1                  # each application's task slots (``local[slots]``): its Python workers at once
     helper: str = "arrow"           # ours' helper: ``throttle_arrow``, or ``throttle_rows`` over the rows ("rows")
     notes: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.rows_per_batch is None:
+            self.rows_per_batch = int(self.limit_per_s)
 
 
 def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
@@ -104,7 +108,7 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
         # fine as ours (at 1,000 a second each of its acquires is a tenth of the limit, ours a 40th), and what each
         # limiter lets through beyond the limit is its own, not its acquire's
         Workload("stream, 1 topic, 4 tasks, a limit of 10,000 a second", "topic", ("ours", "static", "redis"),
-                 partitions=4, limit_per_s=10 * LIMIT, rows_per_batch=int(10 * LIMIT), repeats=runs),
+                 partitions=4, limit_per_s=10 * LIMIT, repeats=runs),
     ] + ([] if cluster else [
         # two micro-batches a window: on local[2] Spark's own pace (no limiter) is 1.08-1.46x the limit (four runs);
         # on the cluster, whose micro-batches take longer to start, about the limit itself (0.98x): none binds there
@@ -162,7 +166,8 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
     """The table rows of one run of ``w`` by ``kind`` on ``where`` (its figures ``r``, see ``Bench.run``), in
     the README table's ``section``."""
     label = f"{w.name} [{kind}, {where}]"
-    most = 1.05 + one_acquire(kind, w.limit_per_s)   # a worst window's goal (a mean above it is a limit that did not hold)
+    # a worst window's goal (a mean above it is a limit that did not hold)
+    most = 1.05 + one_acquire(kind, w.limit_per_s)
     out = []
     if "lost" in r:
         out.append(row(section, f"{label}: records lost / sent twice", r["lost"] + r["twice"], "records", "= 0",
