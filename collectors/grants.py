@@ -485,7 +485,7 @@ class GrantKeeper:
         if not asks:
             return 0
         try:
-            answers = self._send(GrantRequest(participant_id=self.me, asks=[a for a, _ in asks]))
+            answers = self._send(GrantRequest(participant_id=self.me, asks=[a for a, _ in asks], sent_s=now))
         except Exception as e:  # noqa: BLE001 - any failure: the outage rules apply; the reporter retries
             self.failures += 1
             for ask, pool in asks:

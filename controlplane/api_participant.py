@@ -89,7 +89,7 @@ async def grant(body: GrantRequest, ctx: Ctx) -> Response:
 def answer_grant(ctx: Context, body: GrantRequest) -> bytes:
     policies = ctx.policies()
     answer = GrantAnswer(policyVersion=policies.version, learning=ctx.grants.learning,
-                         grants=ctx.grants.answer(body.participant_id, body.asks, policies))
+                         grants=ctx.grants.answer(body.participant_id, body.asks, policies, body.sent_s))
     return answer.model_dump_json().encode()
 
 

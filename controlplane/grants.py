@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.adaptive import AdaptiveLimit
+from controlplane.ask_lag import AskLag
 from controlplane.ask_pace import ASKS_BUDGET_PER_S, AskPace
 from controlplane.grant_tables import GrantTable, MemoryTable
 from limiter.grants import DEFAULT_BURST_S, SHORT_SPENT_S, GrantWindow
@@ -149,6 +150,7 @@ class GrantBook:
                  asks_budget_per_s: float = ASKS_BUDGET_PER_S):
         self.interval_s = interval_s
         self.pace = AskPace(asks_budget_per_s)   # how often each busy limit is to be asked
+        self.lag = AskLag()   # how late each participant's asks arrive (its spends are dated by its own clock)
         self._clock, self._wall = clock, wall
         # where the windows live: here, or in Redis for replicas (controlplane.grant_tables; its clock is then
         # the wall clock, which every replica shares)
@@ -190,8 +192,10 @@ class GrantBook:
 
         return self._table.edit(keys, run, self._fresh_learning_until)[0]
 
-    def answer(self, participant_id: str, asks: Iterable[GrantAsk], policies: PolicySet) -> list[Grant]:
-        """One grant per ask, in order."""
+    def answer(self, participant_id: str, asks: Iterable[GrantAsk], policies: PolicySet,
+               sent_s: float | None = None) -> list[Grant]:
+        """One grant per ask, in order. ``sent_s``: the participant's clock when it measured its spends' ``ago_s``
+        (``controlplane.ask_lag``: they are dated by it, not by when the asks arrived)."""
         view = self._policy_view(policies)
         asks = list(asks)
         keys = [limit_key(ask.level, ask.direction, ask.name) for ask in asks]
@@ -204,7 +208,8 @@ class GrantBook:
 
         def answer_all(limits: dict[str, _Limit], learning: bool) -> list[Grant]:
             now = self._clock()
-            return [self._answer_one(limits, key, view, participant_id, ask, now, learning, per_limit_per_s)
+            late_s = self.lag.excess_s(participant_id, sent_s, now)
+            return [self._answer_one(limits, key, view, participant_id, ask, now, learning, per_limit_per_s, late_s)
                     for key, ask in zip(keys, asks, strict=True)]
 
         out = self._edit(keys, answer_all)
@@ -213,7 +218,7 @@ class GrantBook:
 
     @staticmethod
     def _answer_one(limits: dict[str, _Limit], key: str, view: PolicyView, participant_id: str, ask: GrantAsk,
-                    now: float, learning: bool, per_limit_per_s: float) -> Grant:
+                    now: float, learning: bool, per_limit_per_s: float, late_s: float = 0.0) -> Grant:
         limit = view.limit(Level(ask.level), ask.direction, ask.name)
         rate = limit.rate
         if not limit.shared or rate.is_unlimited:
@@ -235,9 +240,9 @@ class GrantBook:
             # bursts; asked less often, they would take less than their shares)
             per_limit_per_s = MAX_ASKS_PER_S
         m = _one(windows.msgs, participant_id, msgs_capacity, rate.period_s, ask, "msgs", now, learning,
-                 proportional, per_limit_per_s, leaving, spacing=not adaptive)
+                 proportional, per_limit_per_s, leaving, spacing=not adaptive, late_s=late_s)
         b = _one(windows.bytes, participant_id, rate.bytes if rate.bytes_limited else -1, rate.period_s, ask,
-                 "bytes", now, learning, proportional, per_limit_per_s, leaving, spacing=not adaptive)
+                 "bytes", now, learning, proportional, per_limit_per_s, leaving, spacing=not adaptive, late_s=late_s)
         windows.answered(now)
         return Grant(level=ask.level, name=ask.name, direction=ask.direction,
                      msgs=m[0], chunk_msgs=m[1], safe_msgs_per_s=m[2], retry_s=max(m[3], b[3], pause_s),
@@ -351,12 +356,13 @@ def _own_moment_in_s(holder: str, apart_s: float, now: float) -> float:
 
 
 def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask: GrantAsk, dim: str, now: float,
-         learning: bool, proportional: bool, per_limit_per_s: float, leaving: bool = False, spacing: bool = True
-         ) -> tuple[float, float, float, float, float, float]:
+         learning: bool, proportional: bool, per_limit_per_s: float, leaving: bool = False, spacing: bool = True,
+         late_s: float = 0.0) -> tuple[float, float, float, float, float, float]:
     """(granted, fair chunk, safe rate per second, retry_s, fair rate per second, seconds between its asks) for
     dimension ``dim`` ("msgs" or "bytes") of ``ask``; -1s (and 0 s) when it is unlimited. ``per_limit_per_s``:
     the asks a second the limit is to draw (``controlplane.ask_pace``); ``spacing``: whether its asks may be
-    stretched (not an adaptive limit's)."""
+    stretched (not an adaptive limit's); ``late_s``: how much later than its participant's quickest this ask
+    arrived (its spends were that much earlier than ``now - ago_s``: ``controlplane.ask_lag``)."""
     if capacity <= 0:
         return -1.0, -1.0, -1.0, 0.0, -1.0, 0.0
     wants, rate_per_s = getattr(ask, f"wants_{dim}"), getattr(ask, f"rate_{dim}_per_s")
@@ -369,7 +375,7 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         for s in ask.spent:
             amount = min(room, getattr(s, dim))
             room -= amount
-            spent.append((now - s.ago_s, amount))
+            spent.append((now - late_s - s.ago_s, amount))
         window.report(holder, min(held, capacity), spent, now)
     # counted before a give-back too: the answer to one is the last a participant may get before an outage (a
     # stream's worker gives back at the end of every micro-batch), and its fallback must still count the giver.

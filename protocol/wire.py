@@ -195,6 +195,9 @@ class GrantRequest(StrictModel):
 
     participant_id: Label = Field(description="The asking participant (as in its reports)")
     asks: list[GrantAsk] = Field(default_factory=list, max_length=MAX_LIST)
+    sent_s: NonNeg | None = Field(None, description=(
+        "The participant's clock (seconds, any origin) when it measured its spends' ago_s: the control plane dates "
+        "them by it, not by when the asks arrived (an ask delayed on its way would count them late)"))
 
     @model_validator(mode="after")
     def _unique(self) -> GrantRequest:

@@ -51,7 +51,8 @@ class InProcessControlPlane:
             raise self.fail
         self.grant_requests.append(request)
         return GrantAnswer(policyVersion=self.policies.version,
-                           grants=self.grants.answer(request.participant_id, request.asks, self.policies))
+                           grants=self.grants.answer(request.participant_id, request.asks, self.policies,
+                                                     request.sent_s))
 
     def restart(self) -> None:
         """A restarted control plane: same policies, no live state, no grants."""

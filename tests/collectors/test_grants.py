@@ -20,6 +20,7 @@ from collectors.grants import (
     ask_timeout_s,
 )
 from limiter import ManualClock
+from limiter.clock import TICK_LAG_S
 from limiter.policy import Level, Rate
 from protocol import MAX_ASKS_PER_S, GrantAnswer, GrantRequest, limit_key
 from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
@@ -80,6 +81,18 @@ def test_a_new_producer_finds_its_pool_filled_before_its_first_send(clock: Manua
     assert topic.balance()[0] == pytest.approx(250, abs=1e-3)      # a quarter second of the limit, granted
     assert [a.wants_msgs for r in cp.grant_requests for a in r.asks] == [pytest.approx(250, abs=1e-3)]
     assert producer.try_acquire(100) and not producer.paused
+
+
+def test_an_ask_says_its_participants_clock_when_its_spends_were_measured(clock: ManualClock) -> None:
+    # (the control plane dates the spends by it, not by when the ask arrived: controlplane.ask_lag)
+    cp, (p, _) = world(clock)
+    producer = p.producer(TOPIC)
+    assert producer.try_acquire(200)
+    clock.advance(0.05)
+    p.grant_keeper.run_once()
+    last = cp.grant_requests[-1]
+    assert last.sent_s == clock.now_s()
+    assert [(s.ago_s, s.msgs) for a in last.asks for s in a.spent] == [(pytest.approx(0.05 - TICK_LAG_S), 200)]
 
 
 def test_two_workers_sending_at_once_share_the_limit_and_no_window_holds_more(clock: ManualClock) -> None:

@@ -78,3 +78,15 @@ def test_a_goodbye_takes_the_participant_out_of_the_safe_split(client: TestClien
     assert ask("gb", 5)["safe_msgs_per_s"] == pytest.approx(LIMIT / 2)
     assert client.post("/v1/goodbye", json={"participant_id": "ga"}).status_code == 204
     assert ask("gb", 5)["safe_msgs_per_s"] == pytest.approx(LIMIT)
+
+
+@pytest.mark.parametrize("sent_s, allowed", [(12.5, True), (None, True), (-1.0, False), ("soon", False)])
+def test_an_ask_says_when_it_was_sent_as_a_number_of_seconds_or_not_at_all(client: TestClient, sent_s: object,
+                                                                           allowed: bool) -> None:
+    r = client.post("/v1/grant", json={"participant_id": "ga", "sent_s": sent_s, "asks": [
+        {"level": "resource_group", "name": "rg-g", "direction": "publish", "wants_msgs": 5,
+         "rate_msgs_per_s": LIMIT, "held_msgs": 0, "spent": [{"ago_s": 0.01, "msgs": 3}]}]})
+    if allowed:
+        assert r.status_code == 200 and r.json()["grants"][0]["msgs"] > 0, r.text
+    else:
+        assert r.status_code == 422 and "sent_s" in r.text, r.text
