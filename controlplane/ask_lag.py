@@ -20,6 +20,10 @@ the arrival dating: a participant's word moves its own spends by no more than th
 The least is over two epochs of ``EPOCH_S`` (the current and the one before), so a clock that drifts from this one
 (100 ppm is 2 ms over 20 s) is read afresh, and a participant gone for two epochs is forgotten.
 
+Each ask's delay (``lag - least``) is also counted in buckets (``delays``): the control plane exports them as
+``throttlescope_grant_ask_delay_seconds``. Spends are dated right whatever the delay, but an answer that late reaches
+its pool that late too; a busy host or control plane shows there first.
+
 Worked example: a participant's asks arrive with ``lag`` 1,000.0012 s (its clock started 1,000 s after ours, 1.2 ms
 on the way), then one with a spend of 2,500 tokens ``ago_s`` 0.001 arrives with ``lag`` 1,000.0412 s: that ask was
 40 ms on its way, and the spend is dated ``now - 0.001 - 0.040``, not ``now - 0.001``.
@@ -27,15 +31,18 @@ on the way), then one with a spend of 2,500 tokens ``ago_s`` 0.001 arrives with 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import threading
 
-__all__ = ["AskLag", "EPOCH_S", "MAX_EXCESS_S"]
+__all__ = ["AskLag", "EPOCH_S", "MAX_EXCESS_S", "ASK_DELAY_BUCKETS"]
 
 EPOCH_S = 10.0
 # the most an ask's spends are dated before its arrival dating: an ask unanswered for longer is an outage to its
 # participant (``collectors.grants.ASK_TIMEOUT_S``)
 MAX_EXCESS_S = 0.5
+ASK_DELAY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)   # seconds
 
 
 class AskLag:
@@ -50,6 +57,8 @@ class AskLag:
         self._previous: dict[str, float] = {}
         self._epoch_from = -math.inf
         self._lock = threading.Lock()
+        self._bucket_counts = [0] * (len(ASK_DELAY_BUCKETS) + 1)   # per bucket of ASK_DELAY_BUCKETS, then +Inf
+        self._delay_sum = 0.0
 
     def excess_s(self, participant_id: str, sent_s: float | None, now: float) -> float:
         """Seconds this ask (sent at ``sent_s`` by its participant's clock, arrived at ``now`` by ours) took beyond
@@ -64,7 +73,17 @@ class AskLag:
             least = min(lag, self._current.get(participant_id, math.inf))
             self._current[participant_id] = least
             least = min(least, self._previous.get(participant_id, math.inf))
-        return min(self.max_excess_s, lag - least)
+            delay = lag - least
+            self._bucket_counts[bisect.bisect_left(ASK_DELAY_BUCKETS, delay)] += 1
+            self._delay_sum += delay
+        return min(self.max_excess_s, delay)
+
+    def delays(self) -> tuple[list[tuple[float, int]], float]:
+        """Every ask's delay so far (see ``excess_s``, uncapped): ``([(upper bound, asks at or under it), ...],
+        sum of the delays)``, cumulative as a Prometheus histogram's buckets, the last bound ``inf``."""
+        with self._lock:
+            counts, total = list(self._bucket_counts), self._delay_sum
+        return list(zip((*ASK_DELAY_BUCKETS, math.inf), itertools.accumulate(counts), strict=True)), total
 
     def __len__(self) -> int:
         """Participants it keeps a lag of."""

@@ -280,6 +280,11 @@ class GrantBook:
         return {"busyLimits": self.pace.active(now), "asksPerLimitPerSecond": self.pace.per_limit_per_s(now),
                 "budgetPerSecond": self.pace.budget_per_s}
 
+    def ask_delays(self) -> tuple[list[tuple[float, int]], float]:
+        """How much later than each participant's quickest its grant asks arrived (``controlplane.ask_lag``), as a
+        histogram: cumulative ``[(upper bound, asks), ...]`` (the last bound ``inf``) and the sum, in seconds."""
+        return self.lag.delays()
+
     def view(self) -> dict[str, Any]:
         """Per shared limit: tokens granted in the last window and how many participants asked."""
         now = self._clock()

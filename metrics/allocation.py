@@ -38,6 +38,10 @@ class ShareSource(Protocol):
         """``controlplane.grants.GrantBook.ask_pace``: ``busyLimits``, ``asksPerLimitPerSecond``,
         ``budgetPerSecond``."""
 
+    def ask_delays(self) -> tuple[list[tuple[float, int]], float]:
+        """``controlplane.grants.GrantBook.ask_delays``: the grant asks' delays as cumulative buckets
+        ``[(upper bound, asks), ...]`` (the last bound ``inf``) and their sum, in seconds."""
+
 
 def shares(source: ShareSource | None, users: Mapping[str, Mapping[str, UsageValues]],
            policies: PolicySet) -> dict[str, dict[str, Any]]:

@@ -197,6 +197,11 @@ CATALOGUE: tuple[Metric, ...] = (
     _m("grant asks", "throttlescope_grant_asks_budget", "gauge", "asks per second", (), "control plane",
        "Settings.grant_asks_per_s (--grant-asks)",
        "The grant asks a second this control plane aims at over all its shared limits."),
+    _m("grant asks", "throttlescope_grant_ask_delay_seconds", "histogram", "seconds", (), "control plane",
+       "GrantRequest.sent_s",
+       "How much later than its participant's quickest recent ask each grant ask reached the control plane (the "
+       "participant's keeper, the network, this process's queue), in seconds. Its spends are dated by the "
+       "participant's clock whatever the delay, but its answer reaches the pool that much later too."),
     # ---------------------------------------------------------------- offload (PIP-211, the seed's names)
     _m("offload", "brk_ledgeroffloader_ledger_offload_limited", "counter", "reads", (), "sum",
        "Report.offload.limited_total",

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol, TypeVar
 
 from prometheus_client import Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric as Family
 
 from metrics.allocation import ShareSource, allocations, shares
@@ -63,6 +63,7 @@ Labels = tuple[str, ...]
 Key = tuple[str, Labels]
 DEPARTURE_REASONS = ("goodbye", "expired")
 LATENCY = "throttlescope_report_latency_seconds"
+ASK_DELAY = "throttlescope_grant_ask_delay_seconds"
 _REDUCE: dict[str, Callable[[list[float]], float]] = {"sum": math.fsum, "min": min, "max": max, "count": math.fsum,
                                                       "control plane": math.fsum}
 
@@ -99,6 +100,11 @@ def _group_users(live: Live) -> dict[str, dict[str, UsageValues]]:
             if parse_limit_key(key)[0] == "resource_group":
                 used[key][report.participant.participant_id] = u
     return used
+
+
+def _le(bound: float) -> str:
+    """A bucket's ``le`` label as the client library writes it (``0.005``, ``+Inf``)."""
+    return "+Inf" if bound == math.inf else repr(float(bound))
 
 
 def _counters(report: Report) -> dict[Key, float]:
@@ -236,7 +242,12 @@ class ThrottlescopeCollector:
             values.add("throttlescope_grant_asks_budget", (), pace["budgetPerSecond"])
         self._participants(values, reports, policies)
         for m in CATALOGUE:
-            yield self._histogram() if m.type == "histogram" else values.family(m.name)
+            if m.name == LATENCY:
+                yield self._histogram()
+            elif m.name == ASK_DELAY:
+                yield self._ask_delays()
+            else:
+                yield values.family(m.name)
 
     # ------------------------------------------------------------ one report's gauges
 
@@ -323,6 +334,13 @@ class ThrottlescopeCollector:
         if applied:
             values.add("throttlescope_applied_policy_version_min", (), min(applied))
             values.add("throttlescope_applied_policy_version_max", (), max(applied))
+
+    def _ask_delays(self) -> Family:
+        """The grant book's histogram of its asks' delays (no asks, or no grant book: every bucket at 0)."""
+        buckets, total = self._grants.ask_delays() if self._grants is not None else ([(math.inf, 0)], 0.0)
+        family = HistogramMetricFamily(ASK_DELAY, BY_NAME[ASK_DELAY].help, unit="")
+        family.add_metric([], [(_le(bound), count) for bound, count in buckets], total)
+        return family
 
     def _histogram(self) -> Family:
         (family,) = self._latency.collect()

@@ -320,3 +320,26 @@ def test_the_budget_of_grant_asks_shows_how_many_limits_share_it_and_what_each_g
     assert env.value("throttlescope_grant_asks_per_limit") == 25                # 40 busy limits share the 1,000
     clock.advance(1.0)
     assert env.value("throttlescope_grant_busy_limits") == 0                    # none asked in the last second
+
+
+def test_grant_asks_that_arrive_later_than_their_participants_quickest_show_in_a_histogram(make_env) -> None:
+    policies = PolicySet.model_validate({"version": 1, "topics": {
+        "acme/api/t": {"publishRate": {"publishThrottlingRateInMsg": 100}}}})
+    clock = ManualClock()
+    book = GrantBook(1.0, None, clock=clock.now_s)
+    env: Env = make_env(policies=policies, grants=book)
+    assert env.value("throttlescope_grant_ask_delay_seconds_count") == 0           # no asks yet: an empty histogram
+    assert env.value("throttlescope_grant_ask_delay_seconds_bucket", le="+Inf") == 0
+    ask = [GrantAsk(level="topic", name="acme/api/t", direction="publish", wants_msgs=1, rate_msgs_per_s=10)]
+    sent = 500.0   # the participant's clock against ours
+    for delay_s in (0.0, 0.0005, 0.03, 0.002):      # its quickest ask, then three that came that much later
+        clock.advance(0.1)
+        book.answer("a", ask, policies, sent_s=clock.now_s() + sent - delay_s)
+    book.answer("b", ask, policies)                  # an ask that does not say when it was sent: not counted
+    assert env.value("throttlescope_grant_ask_delay_seconds_count") == 4
+    assert env.value("throttlescope_grant_ask_delay_seconds_sum") == pytest.approx(0.0325)
+    assert env.value("throttlescope_grant_ask_delay_seconds_bucket", le="0.001") == 2
+    assert env.value("throttlescope_grant_ask_delay_seconds_bucket", le="0.0025") == 3
+    assert env.value("throttlescope_grant_ask_delay_seconds_bucket", le="0.025") == 3
+    assert env.value("throttlescope_grant_ask_delay_seconds_bucket", le="0.05") == 4
+    assert env.value("throttlescope_grant_ask_delay_seconds_bucket", le="+Inf") == 4

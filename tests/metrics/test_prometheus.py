@@ -31,7 +31,8 @@ from .test_deploy import deploy_copy
 
 pytestmark = pytest.mark.prometheus
 CP_DOWN = "ThrottlescopeControlPlaneDown"
-COUNTERS = [m.exposed for m in CATALOGUE if m.type == "counter"] + ["throttlescope_report_latency_seconds_count"]
+COUNTERS = [m.exposed for m in CATALOGUE if m.type == "counter"] + [m.name + "_count" for m in CATALOGUE
+                                                                 if m.type == "histogram"]
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float, why: Callable[[], str] = lambda: "") -> Any:
