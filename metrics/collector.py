@@ -31,7 +31,8 @@ correctly rounded exact sum), so float rounding cannot make a total step down by
 Bounded labels only: no participant, pid or task label (see ``catalogue.LABELS``). With ``topic_labels=False``
 (``THROTTLESCOPE_METRICS_TOPIC_LABELS=0``) every topic- and subscription-level name is folded into ``"*"``
 before combining; resource groups are exported only when configured. Report latency is a client-library
-``Histogram`` the control plane observes (``observe_report_latency``); its ``_created`` sample is left out.
+``Histogram`` the control plane observes (``observe_report_latency``); its ``_created`` sample is left out. The
+grant asks' delay is the grant book's own count (``GrantBook.ask_delays``), read at each scrape like its budget.
 """
 
 from __future__ import annotations
