@@ -7,8 +7,8 @@ ask *arrived* (``now - ago_s``), every spend is counted late by the ask's time o
 for the GIL after its round, the network, the control plane's queue. On a busy 2-core host most asks arrive within
 a millisecond or two, but one in twenty took 20-75 ms, and a micro-batch's lump of 1,200-2,500 tokens reported by
 such an ask was counted that much longer than it was spent: the spends' bound (``limiter.spent``) held the next
-micro-batch back for as long, every time its lump slid out (a stream of 10,000 msgs/s read 0.985 of its limit
-with no slack in that bound).
+micro-batch back for as long, every time its lump slid out (a stream of 10,000 msgs/s read 0.985-0.988 of its limit
+with no slack in that bound; 0.990 dated as below).
 
 So an ask also says its participant's clock when it measured those ``ago_s`` (``GrantRequest.sent_s``; any origin:
 only differences are read). For each participant ``AskLag`` keeps the least ``lag = now - sent_s`` of its recent
@@ -36,13 +36,16 @@ import itertools
 import math
 import threading
 
-__all__ = ["AskLag", "EPOCH_S", "MAX_EXCESS_S", "ASK_DELAY_BUCKETS"]
+__all__ = ["AskLag", "EPOCH_S", "MAX_EXCESS_S", "ASK_DELAY_BUCKETS", "MOST_DELAY_SUMMED_S"]
 
 EPOCH_S = 10.0
 # the most an ask's spends are dated before its arrival dating: an ask unanswered for longer is an outage to its
 # participant (``collectors.grants.ASK_TIMEOUT_S``)
 MAX_EXCESS_S = 0.5
 ASK_DELAY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)   # seconds
+# the most one ask adds to the delays' sum: a participant whose clock was far off once (a bug) is slow by that much
+# at every ask for two epochs, and must not swamp the sum; its asks still count in the +Inf bucket
+MOST_DELAY_SUMMED_S = 10.0
 
 
 class AskLag:
@@ -75,12 +78,13 @@ class AskLag:
             least = min(least, self._previous.get(participant_id, math.inf))
             delay = lag - least
             self._bucket_counts[bisect.bisect_left(ASK_DELAY_BUCKETS, delay)] += 1
-            self._delay_sum += delay
+            self._delay_sum += min(delay, MOST_DELAY_SUMMED_S)
         return min(self.max_excess_s, delay)
 
     def delays(self) -> tuple[list[tuple[float, int]], float]:
-        """Every ask's delay so far (see ``excess_s``, uncapped): ``([(upper bound, asks at or under it), ...],
-        sum of the delays)``, cumulative as a Prometheus histogram's buckets, the last bound ``inf``."""
+        """Every ask's delay so far (see ``excess_s``; capped in the sum only, at ``MOST_DELAY_SUMMED_S``):
+        ``([(upper bound, asks at or under it), ...], sum of the delays)``, cumulative as a Prometheus histogram's
+        buckets, the last bound ``inf``."""
         with self._lock:
             counts, total = list(self._bucket_counts), self._delay_sum
         return list(zip((*ASK_DELAY_BUCKETS, math.inf), itertools.accumulate(counts), strict=True)), total

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.ask_lag import EPOCH_S, MAX_EXCESS_S, AskLag
+from controlplane.ask_lag import EPOCH_S, MAX_EXCESS_S, MOST_DELAY_SUMMED_S, AskLag
 from controlplane.grants import GrantBook
 from limiter import ManualClock
 from limiter.grants import HELD_SLACK
@@ -95,3 +95,12 @@ def test_a_late_asks_spends_are_dated_when_they_were_spent_not_when_the_ask_arri
     assert _spent_room_after_a_late_lump(tmp_path / "sent", says_when_sent=True) == 100
     assert _spent_room_after_a_late_lump(tmp_path / "arrival", says_when_sent=False) == pytest.approx(
         HELD_SLACK * LIMIT)
+
+
+def test_a_clock_far_off_counts_in_the_top_bucket_without_swamping_the_delays_sum() -> None:
+    lag = AskLag()
+    lag.excess_s("a", sent_s=1e9, now=1.0)
+    lag.excess_s("a", sent_s=2.0, now=2.0)          # 1e9 s "late" against that first ask
+    buckets, total = lag.delays()
+    assert buckets[-1] == (float("inf"), 2) and buckets[-2][1] == 1
+    assert total == MOST_DELAY_SUMMED_S
