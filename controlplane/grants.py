@@ -201,15 +201,19 @@ class GrantBook:
         keys = [limit_key(ask.level, ask.direction, ask.name) for ask in asks]
 
         now = self._clock()
+        # (once per request: the edit below runs again on fresh copies when another replica wrote meanwhile)
+        late_s = self.lag.excess_s(participant_id, sent_s, now)
         for key, ask in zip(keys, asks, strict=True):
             if ask.wants_msgs > 0 or ask.wants_bytes > 0:
                 self.pace.asked(key, now)
         per_limit_per_s = self.pace.per_limit_per_s(now)
 
         def answer_all(limits: dict[str, _Limit], learning: bool) -> list[Grant]:
-            now = self._clock()
-            late_s = self.lag.excess_s(participant_id, sent_s, now)
-            return [self._answer_one(limits, key, view, participant_id, ask, now, learning, per_limit_per_s, late_s)
+            at = self._clock()
+            # (plus any wait for the windows since it arrived: its spends keep the dates its own clock gave them; an
+            # ask that does not say when it was sent is dated from now, as before)
+            late_here = late_s + (at - now) if sent_s is not None else 0.0
+            return [self._answer_one(limits, key, view, participant_id, ask, at, learning, per_limit_per_s, late_here)
                     for key, ask in zip(keys, asks, strict=True)]
 
         out = self._edit(keys, answer_all)

@@ -46,6 +46,7 @@ from typing import Protocol, TypeVar
 from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric as Family
+from prometheus_client.utils import floatToGoString
 
 from metrics.allocation import ShareSource, allocations, shares
 from metrics.catalogue import (
@@ -101,11 +102,6 @@ def _group_users(live: Live) -> dict[str, dict[str, UsageValues]]:
             if parse_limit_key(key)[0] == "resource_group":
                 used[key][report.participant.participant_id] = u
     return used
-
-
-def _le(bound: float) -> str:
-    """A bucket's ``le`` label as the client library writes it (``0.005``, ``+Inf``)."""
-    return "+Inf" if bound == math.inf else repr(float(bound))
 
 
 def _counters(report: Report) -> dict[Key, float]:
@@ -340,7 +336,7 @@ class ThrottlescopeCollector:
         """The grant book's histogram of its asks' delays (no asks, or no grant book: every bucket at 0)."""
         buckets, total = self._grants.ask_delays() if self._grants is not None else ([(math.inf, 0)], 0.0)
         family = HistogramMetricFamily(ASK_DELAY, BY_NAME[ASK_DELAY].help, unit="")
-        family.add_metric([], [(_le(bound), count) for bound, count in buckets], total)
+        family.add_metric([], [(floatToGoString(bound), count) for bound, count in buckets], total)
         return family
 
     def _histogram(self) -> Family:
