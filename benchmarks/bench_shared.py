@@ -26,7 +26,8 @@ figures:
 A stream whose mean has a goal runs ``STREAM_REPEATS`` times a kind: its row is the median, the spread in the note.
 
 Kinds: ``ours`` (the helpers, a shared policy), ``static`` (limit / tasks per task), ``redis`` (``limits``' moving
-window on Redis). Cost per acquire, here: a producer's ``acquire`` against a Redis ``hit``. Replicas: Bench(3).
+window on Redis), and on the two applications ``redis-sliced`` (Redis charged in ours' slices, ``shared/kinds.py``).
+Cost per acquire, here: a producer's ``acquire`` against a Redis ``hit``. Replicas: Bench(3).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -160,6 +162,7 @@ class Bench:
         else:
             jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during)
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
+        paced = windows.paced_batch_waits(log_dir) if w.pace_per_task or any(w.apps) else []
         steady = w.sizes is None and w.job != "publish" and not marks   # a stream under one constant limit
         spans = windows.read_spans(log_dir) if "executor_killed" in marks or steady else []
         if w.job != "publish":
@@ -182,6 +185,9 @@ class Bench:
                "gap_s": windows.longest_gap_s(events, t0, t1)}
         if waits and w.sizes is None:
             out["throttled"] = windows.throttled_share(waits, len(w.apps) * w.slots or w.partitions, t0, t1)
+        if paced_s := [waited for t, waited in paced if t0 <= t < t1]:   # (a trickle's batches: what it paid)
+            out["paced_wait_s"] = statistics.mean(paced_s)
+            out["paced_wait_p90_s"] = statistics.quantiles(paced_s, n=10)[-1] if len(paced_s) > 1 else paced_s[0]
         if "cut" in marks:
             out["hold_s"] = windows.hold_time_s(events, marks["cut"], 0.3 * limit, marks["raise"],
                                                 slack=one_acquire(kind, limit) * limit)

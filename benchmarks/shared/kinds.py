@@ -1,4 +1,4 @@
-"""The three ways a Spark task can hold a shared limit, side by side -- run inside the Spark tasks.
+"""The ways a Spark task can hold a shared limit, side by side -- run inside the Spark tasks.
 
 - ``ours``: throttlescope's public helper ``collectors.spark.throttle_arrow(topic)`` (or, with ``helper="rows"``,
   ``throttle_rows`` over the batches' rows, each row recorded as it is passed on); the limit is a shared policy
@@ -6,12 +6,16 @@
 - ``static``: what users do today: ``limit / tasks`` for each Python worker, a local token bucket of its own
   (``limiter.PublishRateLimiter``, kept by the worker across tasks, as a per-executor limiter is);
 - ``redis``: a central exact limiter: ``limits``' moving window on Redis, one round trip per acquire (a refused
-  acquire is retried every ``REDIS_RETRY_S``); its limit can be changed live (``redis_limit_key``).
+  acquire is retried every ``REDIS_RETRY_S``); its limit can be changed live (``redis_limit_key``);
+- ``redis-sliced``: the same, each batch charged as ours charges it -- in slices of at most a 40th of the limit's
+  second (``limiter.producer.ACQUIRE_SHARE``), each passed on when acquired: what a comparison owes to the size of
+  an acquire rather than to the limiter (Redis charges a 100-row batch whole: a tenth of 1,000 a second).
 
-``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as
-``<unix time> <rows> <seconds it waited for the limiter>`` and writes its lines to ``<log_dir>/<pid>-<random>.log``
-when it ends (or every ``FLUSH_EVERY`` batches, so a killed executor's tasks leave what they sent), and its span so
-far, ``<start> <end>``, to ``<pid>-<random>.span`` beside it.
+``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as ``<unix time>
+<rows> <seconds it waited for the limiter>`` (and, for a task held to a pace, the batch the rows came from, counted
+from 0 in the task: ``windows.paced_batch_waits`` sums a batch's slices) and writes its lines to
+``<log_dir>/<pid>-<random>.log`` when it ends (or every ``FLUSH_EVERY`` batches, so a killed executor's tasks leave
+what they sent), and its span so far, ``<start> <end>``, to ``<pid>-<random>.span`` beside it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 __all__ = ["arrow_fn", "slice_waits", "KINDS", "REDIS_RETRY_S", "redis_limit_key", "cost_per_acquire_s"]
 
-KINDS = ("ours", "static", "redis")
+KINDS = ("ours", "static", "redis", "redis-sliced")
 HELPERS = ("arrow", "rows")   # ours' helper: ``throttle_arrow``, or ``throttle_rows`` over the batches' rows
 REDIS_RETRY_S = 0.002
 LIMIT_REFRESH_S = 1.0   # a Redis limiter's tasks read its live limit this often (the control plane's report interval)
@@ -38,8 +42,10 @@ class _Recorder:
         self.lines: list[str] = []
         self.started = time.time()
 
-    def admitted(self, rows: int, waited_s: float) -> None:
-        self.lines.append(f"{time.time():.6f} {rows} {waited_s:.6f}\n")
+    def admitted(self, rows: int, waited_s: float, batch: int | None = None) -> None:
+        """``rows`` admitted now after ``waited_s`` for the limiter; ``batch``: which of a paced task's batches."""
+        tail = "" if batch is None else f" {batch}"
+        self.lines.append(f"{time.time():.6f} {rows} {waited_s:.6f}{tail}\n")
         if len(self.lines) >= FLUSH_EVERY:
             self.flush()
 
@@ -79,22 +85,25 @@ class _Pacer:
 
 
 def slice_waits(helper: Callable[[Iterator[Any]], Iterator[Any]], batches: Iterator[Any], pacer: _Pacer,
-                now_s: Callable[[], float] = time.monotonic) -> Iterator[tuple[Any, float]]:
+                now_s: Callable[[], float] = time.monotonic) -> Iterator[tuple[Any, float, int]]:
     """Each slice the helper (``throttle_arrow``'s function, or ``throttle_rows`` over the batches' rows: each row)
-    passes on, with the seconds it waited for the limiter: from when the helper was asked for the slice, or from
-    when the source handed it the batch the slice is cut from (after the pacer's sleep), whichever is later; the
-    first slice also waits for what the helper does before it takes its first batch (its producer: it waited there
-    for its pools' first grant until 2026-11-27, a round trip at each task's start; now it starts the ask there).
-    From the batch's hand-over alone, a batch's later slices counted the time Spark took to take its earlier ones,
-    and the task's start was not counted."""
+    passes on, with the seconds it waited for the limiter and the batch it came from (the last one the source handed
+    over, counted from 0): the wait runs from when the helper was asked for the slice, or from when the source
+    handed it the batch the slice is cut from (after the pacer's sleep), whichever is later; the first slice also
+    waits for what the helper does before it takes its first batch (its producer: it waited there for its pools'
+    first grant until 2026-11-27, a round trip at each task's start; now it starts the ask there). From the batch's
+    hand-over alone, a batch's later slices counted the time Spark took to take its earlier ones, and the task's
+    start was not counted."""
     handed_s = [0.0]
     setup_s = [0.0]
+    handed = [-1]
 
     def paced() -> Iterator[Any]:
         setup_s[0] = now_s()    # the helper's first look at the source: its setup is done
         for b in batches:
             pacer.before(b.num_rows)
             handed_s[0] = now_s()
+            handed[0] += 1
             yield b
 
     slices = helper(paced())
@@ -108,7 +117,7 @@ def slice_waits(helper: Callable[[Iterator[Any]], Iterator[Any]], batches: Itera
         if first:
             waited_s += max(0.0, setup_s[0] - asked_s)
             first = False
-        yield b, waited_s
+        yield b, waited_s, handed[0]
 
 
 def redis_limit_key(key: str) -> str:
@@ -173,6 +182,11 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if helper not in HELPERS:
         raise ValueError(f"helper must be one of {HELPERS}, got {helper!r}")
+    from limiter.producer import ACQUIRE_SHARE
+
+    # redis-sliced: ours' slices (a 40th of the limit's second; a batch smaller than that goes whole)
+    most = max(1, int(ACQUIRE_SHARE * limit_per_s)) if kind == "redis-sliced" else None
+    paced = pace_per_task > 0
 
     def fn(batches: Iterator[Any]) -> Iterator[Any]:
         record, pacer = _Recorder(log_dir), _Pacer(pace_per_task)
@@ -184,29 +198,40 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
                 def rows_helper(arrow: Iterator[Any]) -> Iterator[Any]:
                     return throttle_rows((v for b in arrow for v in b.column(0).to_pylist()), topic)
 
-                for _, waited_s in slice_waits(rows_helper, batches, pacer):   # (each row; no batch goes on)
+                for _, waited_s, _ in slice_waits(rows_helper, batches, pacer):   # (each row; no batch goes on)
                     record.admitted(1, waited_s)
                 record.requests()
                 return
             if kind == "ours":
                 from collectors.spark import throttle_arrow
-
-                for b, waited_s in slice_waits(throttle_arrow(topic), batches, pacer):
-                    record.admitted(b.num_rows, waited_s)
-                    yield b
-                record.requests()
-                return
-            acquire = (_static_acquire(redis_key, limit_per_s / tasks) if kind == "static"
-                       else _redis_acquire(redis_url, limit_per_s, redis_key))
-            for b in batches:
-                pacer.before(b.num_rows)
-                asked = time.monotonic()
-                acquire(b.num_rows)
-                record.admitted(b.num_rows, time.monotonic() - asked)
+                charged = throttle_arrow(topic)
+            else:
+                charged = _charged(_static_acquire(redis_key, limit_per_s / tasks) if kind == "static"
+                                   else _redis_acquire(redis_url, limit_per_s, redis_key), most)
+            for b, waited_s, batch in slice_waits(charged, batches, pacer):
+                record.admitted(b.num_rows, waited_s, batch if paced else None)
                 yield b
+            if kind == "ours":
+                record.requests()
         finally:
             record.flush()
     return fn
+
+
+def _charged(acquire: Callable[[int], None], most: int | None) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """A helper like ``throttle_arrow``'s function for the peers: each batch passed on once ``acquire`` let it
+    through -- whole, or in slices of at most ``most`` rows, each acquired before it is passed on."""
+    def charged(batches: Iterator[Any]) -> Iterator[Any]:
+        for b in batches:
+            if b.num_rows == 0:
+                yield b   # (nothing to charge)
+                continue
+            step = most or b.num_rows
+            for at in range(0, b.num_rows, step):
+                rows = min(step, b.num_rows - at)
+                acquire(rows)
+                yield b if rows == b.num_rows else b.slice(at, rows)
+    return charged
 
 
 def cost_per_acquire_s(redis_url: str) -> dict[str, float]:

@@ -10,6 +10,8 @@ span ``[t0, t1)``:
 - ``batch_spans``: a batch job's spans for its mean and its worst window;
 - ``throttled_share``: the time the tasks waited for the limiter, over their time in the span (for demand below
   the limit: what the limiter cost a job that needed no limiting);
+- ``paced_batch_waits``: how long each batch of a paced task (a source with a pace of its own: a trickle beside a
+  greedy job) waited for the limiter, its slices' waits summed -- what a small sender pays for the limit's use;
 - ``longest_gap_s``: the longest stretch inside the span with nothing admitted (a stall);
 - ``hold_time_s(events, t_change, limit)``: after a live change at ``t_change``, how long until no 1-s window
   starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold;
@@ -33,7 +35,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
+__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "paced_batch_waits", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -48,10 +50,25 @@ def read_waits(log_dir: Path) -> list[tuple[float, float, float]]:
     for path in Path(log_dir).glob("*.log"):
         for line in path.read_text().splitlines():
             parts = line.split()
-            if len(parts) in (2, 3):
-                out.append((float(parts[0]), float(parts[1]), float(parts[2]) if len(parts) == 3 else 0.0))
+            if len(parts) in (2, 3, 4):   # (a paced task's lines end in their batch: ``paced_batch_waits``)
+                out.append((float(parts[0]), float(parts[1]), float(parts[2]) if len(parts) >= 3 else 0.0))
     out.sort()
     return out
+
+
+def paced_batch_waits(log_dir: Path) -> list[tuple[float, float]]:
+    """``(time, seconds waited)`` of each batch of a paced task: when its last slice was admitted, and how long it
+    waited for the limiter -- the waits of its slices summed (the lines of one task's file that name the batch)."""
+    out: list[tuple[float, float]] = []
+    for path in Path(log_dir).glob("*.log"):
+        batches: dict[str, list[float]] = {}   # batch -> [last admission, seconds waited]
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                seen = batches.setdefault(parts[3], [0.0, 0.0])
+                seen[0], seen[1] = max(seen[0], float(parts[0])), seen[1] + float(parts[2])
+        out += [(last, waited) for last, waited in batches.values()]
+    return sorted(out)
 
 
 def throttled_share(waits: Iterable[tuple[float, float, float]], tasks: int, t0: float, t1: float) -> float:

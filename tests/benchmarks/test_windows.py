@@ -14,6 +14,7 @@ from benchmarks.shared.windows import (
     lumps,
     mean_ratio,
     new_folder,
+    paced_batch_waits,
     pauses,
     read_events,
     read_spans,
@@ -79,6 +80,31 @@ def test_throttled_share_is_the_waits_in_the_span_over_the_tasks_time(tmp_path: 
     assert waits[:2] == [(1.0, 100.0, 0.5), (1.5, 100.0, 0.0)]
     # two tasks for 4 s: 8 s of task time, 0.75 s of it waiting (the 3-s wait at t=9 is outside the span)
     assert throttled_share(waits, 2, 0.0, 4.0) == pytest.approx(0.75 / 8)
+
+
+def test_a_paced_tasks_batch_waited_the_sum_of_its_slices_waits_dated_at_its_last(tmp_path: Path) -> None:
+    # the trickle's file: batch 0 in four slices (0.1 s in all), batch 1 whole; the greedy task's lines name none
+    (tmp_path / "1-a.log").write_text("1.0 25 0.05 0\n1.1 25 0.0 0\n1.2 25 0.03 0\n1.3 25 0.02 0\n2.0 100 0.5 1\n")
+    (tmp_path / "1-b.log").write_text("5.0 25 0.25 0\n")     # another task of the same worker: its own batch 0
+    (tmp_path / "2-c.log").write_text("1.0 25 9.0\n")
+    got = paced_batch_waits(tmp_path)
+    assert [(t, round(w, 6)) for t, w in got] == [(1.3, 0.1), (2.0, 0.5), (5.0, 0.25)]
+    assert read_waits(tmp_path)[:2] == [(1.0, 25.0, 0.05), (1.0, 25.0, 9.0)]   # (the lines read as before too)
+
+
+def test_a_paced_tasks_wait_is_a_row_and_redis_in_ours_slices_is_measured_beside_ours_without_a_goal() -> None:
+    from benchmarks.shared.workloads import Workload, against_redis, rows_for
+    w = Workload("two applications, tenant limit: a stream beside a trickle", "tenant",
+                 ("ours", "redis", "redis-sliced"), apps=(0.0, 100.0))
+    figures = {"mean": 0.94, "worst": 1.075, "gap_s": 0.2, "paced_wait_s": 0.15, "paced_wait_p90_s": 0.5}
+    waited = next(r for r in rows_for(w, "redis-sliced", "local[2]", figures) if "paced" in r["name"])
+    assert waited["value"] == pytest.approx(150) and waited["unit"] == "ms" and waited["note"].startswith("p90 500")
+    # Redis charged in ours' 40ths is held to ours' window goal, and its comparison carries no goal of its own
+    window = next(r for r in rows_for(w, "ours", "local[2]", figures) if "worst" in r["name"])
+    assert window["goal"] == "<= 1.075"
+    rows = against_redis(w, "local[2]", figures, {**figures, "mean": 0.93, "worst": 1.05}, peer="redis-sliced")
+    assert [(r["name"].split(": ")[-1], round(r["value"], 3), r["goal"], r["ok"]) for r in rows] == [
+        ("mean admitted, ours - redis-sliced", 1.0, "", None), ("worst 1-s window, ours - redis-sliced", 2.5, "", None)]
 
 
 def test_a_batch_over_too_soon_is_measured_whole_and_its_mean_above_the_limit_misses() -> None:
