@@ -410,31 +410,42 @@ class GrantWindow:
 
     def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
         """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``) and in the spends' count."""
-        self._log.append([self._dated(amount, capacity, now_s), holder, amount])
+        self._log.extend([at, holder, part] for at, part in self._dated(amount, capacity, now_s))
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount, bursts=bursts)
 
-    def _dated(self, amount: float, capacity: float, now_s: float) -> float:
-        """When a grant of ``amount`` is counted as granted: the moment the room it needs came free as a grant slid
-        out, if that was within ``DATED_BACK_S`` of the window and not before the newest grant's date; else now (the
-        room was there before, or came from a give-back, or the grant does not fit the window -- a debt repaid
-        beyond it, ``repay``). Dated so, it fits every window that holds that moment (the room only grew since),
-        and it slides out a window after the room came free: a token's round is the window, not the window and an
-        ask's lag."""
+    def _dated(self, amount: float, capacity: float, now_s: float) -> list[tuple[float, float]]:
+        """When a grant of ``amount`` is counted as granted, in parts ``(moment, tokens)``, oldest first: each part
+        at the moment the room it takes came free as a grant slid out, if that was within ``DATED_BACK_S`` of the
+        window and not before the newest grant's date; the rest now (the room was there before, or came from a
+        give-back, or the grant does not fit the window -- a debt repaid beyond it, ``repay``). Dated so, each part
+        fits every window that holds its moment (the room only grew since), and slides out a window after its room
+        came free: a token's round is the window, not the window and an ask's lag. (Dated whole, at the moment the
+        grant as a whole fitted, the room that an ask took from several grants sliding out came back at the newest
+        one's moment: the older ones' tokens took the window and the gap between them, every round.)"""
         room = capacity - self._total   # the room at every moment from the newest change until now
         if amount > room + 1e-9:
-            return now_s
+            return [(now_s, amount)]
         since = now_s - DATED_BACK_S * self.window_s
         if self._log:
             since = max(since, self._log[-1][0])   # (at it: a grant dated then took part of what came free then)
+        parts: list[tuple[float, float]] = []
+        need = amount
         for at, came, credited in reversed(self._room_came):   # newest first: before each, that much less room
             if at < since:
                 break
-            if room - came < amount - 1e-9:
-                return now_s if credited else min(now_s, at)
+            if room - came < need - 1e-9:   # this much of the grant needs the room that came then
+                part = need - max(0.0, room - came)
+                parts.append((now_s if credited else min(now_s, at), part))
+                need -= part
+                if need <= 1e-9:
+                    break
             room -= came
-        return now_s   # the room was there before anything came since ``since``: not the window's lag
+        if need > 1e-9:   # the room was there before anything came since ``since``: not the window's lag
+            parts.append((now_s, need))
+        parts.sort(key=lambda p: p[0])
+        return parts
 
     def returning(self, holder: Hashable, now_s: float) -> bool:
         """Whether ``holder`` is a micro-batch worker: back from a gap within ``RETURNING_WINDOWS`` windows, having
