@@ -60,17 +60,22 @@ these hold:
   the limit and ``HELD_SLACK`` of it.
 
 A grant that takes room which came free as an older grant slid out is *dated* when the room came free, if that was
-at most ``DATED_BACK_S`` of the window before the ask and not before the newest grant's date (``_dated``). The
-keepers ask every 20 ms, so freed room waits up to a beat for the next ask; dated at the ask, each token's round
-took the window plus that lag, and a stream whose grants the window held read 0.985-0.993 of its limit (a
-micro-batch stream asking at the keeper's beat, simulated: 0.996; dated back, 1.0). Dated so, a grant fits every
-window that holds the moment it is dated (the room only grew since), so the rule above holds for the dated grants;
-counted at the moments the grants were made it holds for any span of ``window_s`` less ``DATED_BACK_S`` of it (a
-whole window may hold the limit and what was dated back across its start: in the simulation, one ask's chunk).
-Room that was there before (no grant the window held) or came from a give-back is dated at the ask. A give-back
-of nothing (a task that ended with its pool spent: two a micro-batch on a 2-worker stream) changes no room, and
-dates nothing later; an earlier version let any give-back stop the dating of room freed before it, and the
-4-task stream read 0.995 of its limit (0.9965 since, three runs each).
+at most ``DATED_BACK_S`` of the window before the ask and not before the newest grant's date (``_dated``) -- part by
+part: what it takes of the room each older grant left is dated when that grant slid out. The keepers ask every 20
+ms, so freed room waits up to a beat for the next ask; dated at the ask, each token's round took the window plus
+that lag, and a stream whose grants the window held read 0.985-0.993 of its limit (a micro-batch stream asking at
+the keeper's beat, simulated: 0.996; dated back, 1.0). Dated whole, at the moment the grant as a whole fitted, an
+ask that took the room of several grants sliding out (a micro-batch's lump sliding out faster than the asks come)
+dated the older ones' tokens at the newest one's moment, and they took the window and the gap between them every
+round: the 4-task stream read 0.9966 of its limit, the stream of half-limit micro-batches 0.9943 (0.9988 and 0.9976
+dated part by part, three runs each, 2026-12-01). Dated so, each part fits every window that holds the moment it is
+dated (the room only grew since), so the rule above holds for the dated grants; counted at the moments the grants
+were made it holds for any span of ``window_s`` less ``DATED_BACK_S`` of it (a whole window may hold the limit and
+what was dated back across its start: in the simulation, one ask's chunk). Room that was there before (no grant the
+window held) or came from a give-back is dated at the ask. A give-back of nothing (a task that ended with its pool
+spent: two a micro-batch on a 2-worker stream) changes no room, and dates nothing later; an earlier version let any
+give-back stop the dating of room freed before it, and the 4-task stream read 0.995 of its limit (0.9965 since,
+three runs each).
 
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
 and the window credits it to its newest grants, so the next worker to get work finds it. A micro-batch worker
