@@ -60,22 +60,17 @@ these hold:
   the limit and ``HELD_SLACK`` of it.
 
 A grant that takes room which came free as an older grant slid out is *dated* when the room came free, if that was
-at most ``DATED_BACK_S`` of the window before the ask and not before the newest grant's date (``_dated``) -- part by
-part: what it takes of the room each older grant left is dated when that grant slid out. The keepers ask every 20
-ms, so freed room waits up to a beat for the next ask; dated at the ask, each token's round took the window plus
-that lag, and a stream whose grants the window held read 0.985-0.993 of its limit (a micro-batch stream asking at
-the keeper's beat, simulated: 0.996; dated back, 1.0). Dated whole, at the moment the grant as a whole fitted, an
-ask that took the room of several grants sliding out (a micro-batch's lump sliding out faster than the asks come)
-dated the older ones' tokens at the newest one's moment, and they took the window and the gap between them every
-round: the 4-task stream read 0.9966 of its limit, the stream of half-limit micro-batches 0.9943 (0.9988 and 0.9976
-dated part by part, three runs each, 2026-12-01). Dated so, each part fits every window that holds the moment it is
-dated (the room only grew since), so the rule above holds for the dated grants; counted at the moments the grants
-were made it holds for any span of ``window_s`` less ``DATED_BACK_S`` of it (a whole window may hold the limit and
-what was dated back across its start: in the simulation, one ask's chunk). Room that was there before (no grant the
-window held) or came from a give-back is dated at the ask. A give-back of nothing (a task that ended with its pool
-spent: two a micro-batch on a 2-worker stream) changes no room, and dates nothing later; an earlier version let any
-give-back stop the dating of room freed before it, and the 4-task stream read 0.995 of its limit (0.9965 since,
-three runs each).
+at most ``DATED_BACK_S`` of the window before the ask and not before the newest grant's date (``_dated``). The
+keepers ask every 20 ms, so freed room waits up to a beat for the next ask; dated at the ask, each token's round
+took the window plus that lag, and a stream whose grants the window held read 0.985-0.993 of its limit (a
+micro-batch stream asking at the keeper's beat, simulated: 0.996; dated back, 1.0). Dated so, a grant fits every
+window that holds the moment it is dated (the room only grew since), so the rule above holds for the dated grants;
+counted at the moments the grants were made it holds for any span of ``window_s`` less ``DATED_BACK_S`` of it (a
+whole window may hold the limit and what was dated back across its start: in the simulation, one ask's chunk).
+Room that was there before (no grant the window held) or came from a give-back is dated at the ask. A give-back
+of nothing (a task that ended with its pool spent: two a micro-batch on a 2-worker stream) changes no room, and
+dates nothing later; an earlier version let any give-back stop the dating of room freed before it, and the
+4-task stream read 0.995 of its limit (0.9965 since, three runs each).
 
 Its producers then spend the chunk locally. What it did not spend when it goes idle it gives back (``give_back``),
 and the window credits it to its newest grants, so the next worker to get work finds it. A micro-batch worker
@@ -415,42 +410,31 @@ class GrantWindow:
 
     def _count(self, holder: Hashable, amount: float, capacity: float, now_s: float, *, bursts: bool) -> None:
         """``amount`` granted to ``holder`` now: in the window (dated, ``_dated``) and in the spends' count."""
-        self._log.extend([at, holder, part] for at, part in self._dated(amount, capacity, now_s))
+        self._log.append([self._dated(amount, capacity, now_s), holder, amount])
         self._total += amount
         self._per[holder] = self._per.get(holder, 0.0) + amount
         self._spent.granted(holder, amount, bursts=bursts)
 
-    def _dated(self, amount: float, capacity: float, now_s: float) -> list[tuple[float, float]]:
-        """When a grant of ``amount`` is counted as granted, in parts ``(moment, tokens)``, oldest first: each part
-        at the moment the room it takes came free as a grant slid out, if that was within ``DATED_BACK_S`` of the
-        window and not before the newest grant's date; the rest now (the room was there before, or came from a
-        give-back, or the grant does not fit the window -- a debt repaid beyond it, ``repay``). Dated so, each part
-        fits every window that holds its moment (the room only grew since), and slides out a window after its room
-        came free: a token's round is the window, not the window and an ask's lag. (Dated whole, at the moment the
-        grant as a whole fitted, the room that an ask took from several grants sliding out came back at the newest
-        one's moment: the older ones' tokens took the window and the gap between them, every round.)"""
+    def _dated(self, amount: float, capacity: float, now_s: float) -> float:
+        """When a grant of ``amount`` is counted as granted: the moment the room it needs came free as a grant slid
+        out, if that was within ``DATED_BACK_S`` of the window and not before the newest grant's date; else now (the
+        room was there before, or came from a give-back, or the grant does not fit the window -- a debt repaid
+        beyond it, ``repay``). Dated so, it fits every window that holds that moment (the room only grew since),
+        and it slides out a window after the room came free: a token's round is the window, not the window and an
+        ask's lag."""
         room = capacity - self._total   # the room at every moment from the newest change until now
         if amount > room + 1e-9:
-            return [(now_s, amount)]
+            return now_s
         since = now_s - DATED_BACK_S * self.window_s
         if self._log:
             since = max(since, self._log[-1][0])   # (at it: a grant dated then took part of what came free then)
-        parts: list[tuple[float, float]] = []
-        need = amount
         for at, came, credited in reversed(self._room_came):   # newest first: before each, that much less room
             if at < since:
                 break
-            if room - came < need - 1e-9:   # this much of the grant needs the room that came then
-                part = need - max(0.0, room - came)
-                parts.append((now_s if credited else min(now_s, at), part))
-                need -= part
-                if need <= 1e-9:
-                    break
+            if room - came < amount - 1e-9:
+                return now_s if credited else min(now_s, at)
             room -= came
-        if need > 1e-9:   # the room was there before anything came since ``since``: not the window's lag
-            parts.append((now_s, need))
-        parts.sort(key=lambda p: p[0])
-        return parts
+        return now_s   # the room was there before anything came since ``since``: not the window's lag
 
     def returning(self, holder: Hashable, now_s: float) -> bool:
         """Whether ``holder`` is a micro-batch worker: back from a gap within ``RETURNING_WINDOWS`` windows, having
