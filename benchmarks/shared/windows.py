@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 __all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "paced_batch_waits", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
@@ -44,14 +44,19 @@ def read_events(log_dir: Path) -> list[tuple[float, float]]:
     return [(t, n) for t, n, _ in read_waits(log_dir)]
 
 
+def _task_lines(log_dir: Path) -> Iterator[tuple[Path, list[str]]]:
+    """Each line of each task's ``*.log`` in ``log_dir``, split into its fields, with the file it is from."""
+    for path in Path(log_dir).glob("*.log"):
+        for line in path.read_text().splitlines():
+            yield path, line.split()
+
+
 def read_waits(log_dir: Path) -> list[tuple[float, float, float]]:
     """``(time, rows, seconds waited for the limiter)`` of every line (0 where a line has no wait), by time."""
     out = []
-    for path in Path(log_dir).glob("*.log"):
-        for line in path.read_text().splitlines():
-            parts = line.split()
-            if len(parts) in (2, 3, 4):   # (a paced task's lines end in their batch: ``paced_batch_waits``)
-                out.append((float(parts[0]), float(parts[1]), float(parts[2]) if len(parts) >= 3 else 0.0))
+    for _, parts in _task_lines(log_dir):
+        if len(parts) in (2, 3, 4):   # (a paced task's lines end in their batch: ``paced_batch_waits``)
+            out.append((float(parts[0]), float(parts[1]), float(parts[2]) if len(parts) >= 3 else 0.0))
     out.sort()
     return out
 
@@ -59,16 +64,12 @@ def read_waits(log_dir: Path) -> list[tuple[float, float, float]]:
 def paced_batch_waits(log_dir: Path) -> list[tuple[float, float]]:
     """``(time, seconds waited)`` of each batch of a paced task: when its last slice was admitted, and how long it
     waited for the limiter -- the waits of its slices summed (the lines of one task's file that name the batch)."""
-    out: list[tuple[float, float]] = []
-    for path in Path(log_dir).glob("*.log"):
-        batches: dict[str, list[float]] = {}   # batch -> [last admission, seconds waited]
-        for line in path.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 4:
-                seen = batches.setdefault(parts[3], [0.0, 0.0])
-                seen[0], seen[1] = max(seen[0], float(parts[0])), seen[1] + float(parts[2])
-        out += [(last, waited) for last, waited in batches.values()]
-    return sorted(out)
+    batches: dict[tuple[Path, str], list[float]] = {}   # (task file, batch) -> [last admission, seconds waited]
+    for path, parts in _task_lines(log_dir):
+        if len(parts) == 4:
+            seen = batches.setdefault((path, parts[3]), [0.0, 0.0])
+            seen[0], seen[1] = max(seen[0], float(parts[0])), seen[1] + float(parts[2])
+    return sorted((last, waited) for last, waited in batches.values())
 
 
 def throttled_share(waits: Iterable[tuple[float, float, float]], tasks: int, t0: float, t1: float) -> float:
