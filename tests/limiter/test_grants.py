@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from limiter.grants import DATED_BACK_S, GrantWindow
+from limiter.grants import DATED_BACK_S, HELD_SLACK, GrantWindow
 
 
 def test_the_worked_example_of_the_essay() -> None:
@@ -412,15 +412,51 @@ def test_a_grant_is_dated_back_only_to_when_the_room_it_takes_came_free() -> Non
     assert spare.grant("B", 30, 100, 1.02, fair_chunk=100) == 30
     assert spare.granted(2.01) == 30 and spare.granted(2.02) == 0    # dated at the ask
 
-    for wants, dated_at in ((30, 1.0), (70, 1.02)):
+    for wants, later in ((30, 0), (70, 10)):
         given = GrantWindow(1.0, burst_s=1.0)
         given.grant("A", 60, 100, 0.0, fair_chunk=100)
         given.grant("D", 40, 100, 0.5, fair_chunk=100)               # the window is full until 1.0
         given.give_back("C", 0, 1.005)                                # (a task that ended with nothing left)
         assert given.give_back("D", 40, 1.01) == 40                   # D's task ends: its 40 are free again
         assert given.grant("B", wants, 100, 1.02, fair_chunk=100) == wants
-        # 30 fit in what came free at 1.0 (dated then); 70 need the 40 given back at 1.01 (dated at the ask)
-        assert given.granted(dated_at + 0.999) == wants and given.granted(dated_at + 1.0) == 0
+        # 30 fit in what came free at 1.0 (dated then); of 70, the 60 that came free at 1.0 are dated then, and the
+        # 10 beyond them take of the 40 given back at 1.01 (dated at the ask)
+        assert given.granted(1.999) == wants and given.granted(2.0) == later
+        assert given.granted(2.019) == later and given.granted(2.02) == 0
+
+
+def test_room_that_came_free_from_several_grants_is_dated_part_by_part() -> None:
+    """An ask that takes the room two grants left as they slid out, 10 ms apart: each part counts from when its own
+    room came free, so each token's round stays the window. Dated whole at the newer moment, the older grant's 50
+    would take the window and those 10 ms every round."""
+    window = GrantWindow(1.0, burst_s=1.0)
+    window.grant("A", 50, 100, 0.0, fair_chunk=100)
+    window.grant("B", 50, 100, 0.01, fair_chunk=100)              # full until 1.0, then 1.01
+    assert window.grant("C", 100, 100, 1.02, fair_chunk=100) == 100
+    assert window.granted(1.999) == 100
+    assert window.granted(2.0) == 50 and window.granted(2.009) == 50   # A's room: out a window after 1.0
+    assert window.granted(2.011) == 0                                  # B's: a window after 1.01
+    # an ask for less than the older room: all of it counts from then, the moment it fitted
+    again = GrantWindow(1.0, burst_s=1.0)
+    again.grant("A", 50, 100, 0.0, fair_chunk=100)
+    again.grant("B", 50, 100, 0.01, fair_chunk=100)
+    assert again.grant("C", 30, 100, 1.02, fair_chunk=100) == 30
+    assert again.granted(1.999) == 30 and again.granted(2.0) == 0
+
+
+def test_the_grants_made_in_any_window_hold_the_limit_and_its_slack_however_they_are_dated() -> None:
+    """A grant dated back (its room came free 20 ms before the ask) is sent when it is made: the room it takes comes
+    free again a window after it is dated, and an ask right then gets only what keeps the grants *made* in the
+    window within the limit and HELD_SLACK of it -- not the whole room, which would let the window of sends from
+    the first ask on hold the limit twice over its 100."""
+    window = GrantWindow(1.0, burst_s=1.0)
+    assert window.grant("A", 100, 100, 0.0, fair_chunk=100) == 100
+    assert window.grant("B", 100, 100, 1.02, fair_chunk=100) == 100     # dated 1.0, made at 1.02
+    assert window.granted(1.999) == 100 and window.granted(2.0) == 0     # out of the window a window after 1.0
+    slack = 100 * HELD_SLACK
+    assert window.grant("A", 100, 100, 2.0, fair_chunk=100) == pytest.approx(slack)
+    assert window.frees_s("A", 100, 2.0, pending=90) == pytest.approx(0.02)   # the 100 made at 1.02 leave then
+    assert window.frees_s("A", 100, 2.02, pending=100 - slack - 1e-6) == 0   # then the whole room is free again
 
 
 def test_a_micro_batch_stream_asking_at_the_keepers_beat_gets_the_whole_limit() -> None:
