@@ -559,14 +559,19 @@ class GrantWindow:
         """Seconds until the grants made in the window (dated back or not) leave room for ``pending`` under the
         limit and ``HELD_SLACK`` of it (``_made_room``)."""
         self._slide(now_s)
-        excess = self._total + self._overhang_total + pending - capacity * (1 + HELD_SLACK)
+        excess = pending - self._made_room(capacity)
         if excess <= 0:
             return 0.0
         # (the grants still in the window were all made after those that slid out: the log is in both orders)
-        for made, amount in chain(self._overhang, ((e[3], e[2]) for e in self._log)):
+        return self._frees_s(chain(self._overhang, ((e[3], e[2]) for e in self._log)), excess, now_s)
+
+    def _frees_s(self, grants: Iterable[tuple[float, float]], excess: float, now_s: float) -> float:
+        """Seconds until ``grants`` (``(moment, amount)``, oldest first) worth more than ``excess`` have slid out,
+        each a window after its moment."""
+        for at, amount in grants:
             excess -= amount
             if excess < 0:
-                return max(0.0, made + self.window_s - now_s)
+                return max(0.0, at + self.window_s - now_s)
         return self.window_s
 
     def _spends_bound(self, holder: Hashable, capacity: float, now_s: float) -> float:
@@ -580,9 +585,4 @@ class GrantWindow:
         self._slide(now_s)
         if self._total + pending < capacity:
             return 0.0
-        excess = self._total + pending - capacity
-        for t, _, amount, _ in self._log:   # free once grants worth more than the excess have slid out
-            excess -= amount
-            if excess < 0:
-                return max(0.0, t + self.window_s - now_s)
-        return self.window_s
+        return self._frees_s(((e[0], e[2]) for e in self._log), self._total + pending - capacity, now_s)

@@ -300,11 +300,13 @@ def test_a_window_pickled_before_a_field_existed_still_grants() -> None:
     w = GrantWindow(1.0)
     w.grant("A", 100, 1000, 0.0, fair_chunk=100)
     old = dict(w.__dict__)
-    del old["_returned"]                                   # as an earlier release wrote it
+    del old["_returned"], old["_overhang"], old["_overhang_total"]   # as an earlier release wrote it
+    old["_log"] = type(w._log)(entry[:3] for entry in w._log)          # (its entries had no moment made)
     revived = GrantWindow.__new__(GrantWindow)
     revived.__setstate__(old)
     assert revived.granted(0.5) == pytest.approx(100)
     assert revived.grant("A", 100, 1000, 0.5, fair_chunk=100) > 0
+    assert revived.granted(1.2) > 0 and revived.granted(1.6) == 0     # the old entry slides out as it should
     assert pickle.loads(pickle.dumps(revived)).granted(0.5) == revived.granted(0.5)
 
 
