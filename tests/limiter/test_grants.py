@@ -192,7 +192,8 @@ def test_bad_amounts_are_refused_with_what_is_allowed(bad: object) -> None:
 def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: float, capacity: float) -> None:
     """Whatever the asks, give-backs, chunks and timing: the grants returned in any window (less what was given
     back of them), less the ``DATED_BACK_S`` of it a grant of room that just came free may be dated back, add up
-    to <= capacity (checked from the returned amounts alone, not from the table's own bookkeeping)."""
+    to <= capacity, and in any whole window to <= capacity and HELD_SLACK of it (checked from the returned amounts
+    and the moments they were returned alone, not from the table's own bookkeeping)."""
     w = GrantWindow(window_s)
     now, granted = 0.0, []
     span_s = window_s * (1 - DATED_BACK_S)
@@ -211,6 +212,8 @@ def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: floa
         granted.append([now, holder, got])
         in_window = sum(g for t, _, g in granted if t > now - span_s)
         assert in_window <= capacity * (1 + 1e-9)
+        in_whole_window = sum(g for t, _, g in granted if t > now - window_s)
+        assert in_whole_window <= capacity * (1 + HELD_SLACK) * (1 + 1e-9)
 
 
 def test_holders_remember_five_windows_and_forget_who_leaves() -> None:
