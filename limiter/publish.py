@@ -241,9 +241,11 @@ class PublishRateLimiter:
                 if bytes_left is not None:
                     bytes_left -= bytes
             if self._queue and self._capacity is None:   # (a pool's next release comes with its next deposit)
-                # wait until what was just spent (by estimate) has been earned back, not merely until now
-                delay = max(self._msgs_bucket.refill_time_s(msgs_left) if msgs_left is not None else 0.0,
-                            self._bytes_bucket.refill_time_s(bytes_left) if bytes_left is not None else 0.0)
+                # wait until what was just spent (by estimate) has been earned back, not merely until now -- and one
+                # that holds, left with a hair of a token (under ``least``), until its refill makes a whole one: a
+                # positive hair reads "refilled", a timer due at once, and the release spun on the same hair
+                delay = max(self._msgs_bucket.refill_time_s(min(msgs_left, 0.0)) if msgs_left is not None else 0.0,
+                            self._bytes_bucket.refill_time_s(min(bytes_left, 0.0)) if bytes_left is not None else 0.0)
                 self._timer = self._scheduler.call_later(delay, self._unthrottle)
 
     def _release_head(self) -> None:

@@ -243,3 +243,21 @@ def test_most_per_acquire_with_no_limit_is_unbounded_and_a_bad_share_is_refused(
     for bad in (0, -0.5, 1.5):
         with pytest.raises(ValueError, match="share must be a part of the limit, > 0 and <= 1"):
             p.most_per_acquire(share=bad)
+
+
+@pytest.mark.timeout(10)
+def test_a_split_that_holds_left_with_a_hair_of_a_token_releases_its_producer_when_a_whole_one_is_refilled(
+        clock: ManualClock) -> None:
+    # a release that found less than a whole token (a hair: a rate change, a deposit) timed the next for when the
+    # hair was "refilled" -- at once -- and spun on it without the clock moving
+    split = PublishRateLimiter(Rate(msgs=500), level=Level.TOPIC, name="t", clock=clock)
+    split.update_rate(Rate(msgs=500), burst_s=0.1, hold_when_dry=True)
+    late = Producer("task", [split], clock=clock)
+    assert late.try_acquire(100) and late.paused                       # 50 held: a debt of 50 now
+    clock.advance(0.1)                                                 # refilled to about nothing
+    split._msgs_bucket.deposit(0.5 - split.balance()[0])              # a hair of a token
+    split._unthrottle()                                                # its timer's run now
+    clock.advance(0.0)
+    assert late.paused
+    clock.advance(0.02)                                                # its throttling target refilled
+    assert not late.paused
