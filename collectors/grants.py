@@ -143,6 +143,7 @@ class Pool:
     adaptive: bool = False                         # the limit learns its sink's capacity (limiter.adaptive)
     read_balance: Callable[[], tuple[float | None, float | None]] | None = None   # ``balance`` now, not at the poll
     charged_s: float | None = None   # the clock's tick at its producers' newest recorded send, read after ``balance``
+    send_msgs: float = 0.0           # the messages of the send its first waiting producer waits to make (0: none)
 
 
 class Grants:
@@ -231,9 +232,10 @@ class Grants:
 
     def ask(self, key: str, wants: tuple[float, float], returns: tuple[float, float] = (0.0, 0.0),
             rate: tuple[float, float] = (0.0, 0.0), held: tuple[float | None, float | None] = (None, None),
-            spent: list[Spend] | None = None, outcomes: Outcomes | None = None) -> GrantAsk:
+            spent: list[Spend] | None = None, outcomes: Outcomes | None = None, send: float = 0.0) -> GrantAsk:
         """The ask for ``key``; ``held``/``spent``: what the pool holds after ``returns`` and spent since its last
-        ask (``collectors.spends``); ``outcomes``: what the sink answered since (``collectors.outcomes``)."""
+        ask (``collectors.spends``); ``outcomes``: what the sink answered since (``collectors.outcomes``); ``send``:
+        the messages of the send a producer waits to make (the grant comes in whole such sends)."""
         level, direction, name = parse_limit_key(key)
         safe = self._answered(key, self._safe) or (0.0, 0.0)
         return GrantAsk(level=level, name=name, direction=direction, held_msgs=held[0], held_bytes=held[1],
@@ -241,7 +243,7 @@ class Grants:
                         rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
                         returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
                         safe_msgs_per_s=max(0.0, safe[0]), safe_bytes_per_s=max(0.0, safe[1]), outcomes=outcomes,
-                        fell_back=key in self._fell_back)
+                        fell_back=key in self._fell_back, send_msgs=_tokens(send))
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
         self._asks_failing_since = None
@@ -469,7 +471,8 @@ class GrantKeeper:
                     min(whole[0], (HELD_UP_HEADROOM if pool.held_up else HEADROOM) * spent_per_s), whole[1])
                 asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate, held=pool.balance,
                                              spent=self.spends.unsent(pool.key, now),
-                                             outcomes=self.outcomes.take(pool.key)), pool))
+                                             outcomes=self.outcomes.take(pool.key),
+                                             send=pool.send_msgs if pool.waiting else 0.0), pool))
         for by_key in (self._urgent_at, self._falling):   # (the small dicts of a few limits: theirs only)
             for key in [k for k in by_key if k not in seen]:
                 del by_key[key]

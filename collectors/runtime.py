@@ -201,7 +201,8 @@ class Participant:
                                 lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
                                 lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ())),
                                 adaptive=full is not None and full.adaptive_floor_per_s is not None,
-                                read_balance=lim.balance, charged_s=_seconds(lim.charged_ns())))
+                                read_balance=lim.balance, charged_s=_seconds(lim.charged_ns()),
+                                send_msgs=lim.waiting_msgs()))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)

@@ -446,7 +446,8 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         cap = was * period_s
     granted = window.grant(holder, wants, capacity, now, fair_chunk=chunk, rate_per_s=rate_per_s or None,
                            learning_cap=cap, fell_back=ask.fell_back,
-                           asks_apart_s=apart_s if stretched else 0.0)
+                           asks_apart_s=apart_s if stretched else 0.0,
+                           send=ask.send_msgs if dim == "msgs" else 0.0, balance=held)
     askers = max(1, window.askers(now))
     retry = 0.0
     if granted < wants:

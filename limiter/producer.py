@@ -109,6 +109,8 @@ class Producer:
         self._pending_requests = 0
         self._pending_bytes = 0
         self._capacity_lock = threading.Lock()  # makes check-then-mark of the on/off reasons one step
+        # (when, msgs) of its last send refused while paused: the send it waits to make (``waiting_send``)
+        self._refused: tuple[int, float] = (-1, 0.0)
 
     @property
     def limiters(self) -> tuple[PublishRateLimiter, ...]:
@@ -145,15 +147,24 @@ class Producer:
         """Charge a send now if the producer is running; False (nothing charged) while it is paused, or when a
         shared limit's pool is dry (the producer is paused by it now)."""
         if self.tracker.throttled or self._held_by_dry_pool(msgs, bytes):
+            self._refused = (self._clock.now_ns(), msgs)
             return False
         self._charge(msgs, bytes)
         return True
+
+    def waiting_send(self, since_ns: int) -> float | None:
+        """The messages of the send it was last refused, if that was at or after ``since_ns`` (it waits to make
+        it), else None: a limiter that throttled it after a send it charged knows only that send's size."""
+        at, msgs = self._refused
+        return msgs if at >= since_ns else None
 
     def acquire(self, msgs: float = 1, bytes: float = 0, timeout_s: float | None = None) -> bool:
         """Wait while paused (at most ``timeout_s``), then charge the send. False on timeout, nothing charged."""
         deadline = self._deadline_s(timeout_s)
         while True:
             left = None if deadline is None else max(0.0, deadline - self._clock.now_s())
+            if self.tracker.throttled:
+                self._refused = (self._clock.now_ns(), msgs)
             if self.tracker.throttled and not self._wait(left):
                 return False
             if not self._held_by_dry_pool(msgs, bytes):

@@ -370,6 +370,18 @@ class PublishRateLimiter:
     def queue_length(self) -> int:
         return len(self._queue)
 
+    def waiting_msgs(self) -> float:
+        """The messages of the send its first throttled producer waits to make (0.0: none waits): the one it was
+        refused since it was throttled, else the send that throttled it (an estimate of its next). A producer
+        gone while it waited (a task that ended) is left out: it will not send."""
+        for ref, since_ns, msgs, _ in list(self._queue):
+            producer = ref()
+            if producer is not None:
+                waiting = getattr(producer, "waiting_send", None)
+                asked = waiting(since_ns) if waiting is not None else None
+                return msgs if asked is None else asked
+        return 0.0
+
     def snapshot(self) -> LimiterSnapshot:
         with self._lock:
             now = self._clock.now_ns()

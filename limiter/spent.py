@@ -36,6 +36,10 @@ more than keeps ``counted()`` within the limit and ``HELD_SLACK`` of it, beside 
 limit itself: the long-run rate is the limit (the grants), and tokens held through a gap, or overdrawn by an
 acquire, add at most ``HELD_SLACK`` of it (and a report's lag) to any window of consumption.
 
+A bursting holder also runs up to a send ahead of its grant (``ahead``): its producers send while its pool holds
+anything, each send charged whole, so a grant of 15.6 lets a send of 25 through, told only with the next report.
+``GrantWindow.grant`` counts that part with its fresh grants when the worker says the send it waits to make.
+
 A reporting holder silent for a window is gone (it died, or moved to another control plane): what it held is
 dropped.
 
@@ -176,6 +180,12 @@ class SpentWindow:
                 del self._debts[holder]
             else:
                 self._debts[holder] = debt - amount
+
+    def ahead(self, holder: Hashable, amount: float) -> None:
+        """``holder``, a bursting reporting holder, will spend ``amount`` beyond what it holds at once (the send it
+        waits to make overdraws its pool): counted with its fresh grants, until its next report."""
+        if amount > 0 and holder in self._reported:
+            self._set_fresh(holder, self._fresh.get(holder, 0.0) + amount)
 
     def excusable(self, holder: Hashable, now_s: float) -> float:
         """How much of ``holder``'s debt a grant may repay beyond the bound: all of it while ``holder`` is the

@@ -177,6 +177,9 @@ class GrantAsk(StrictModel):
         "Message tokens it holds after this ask's return (negative: a debt). Given: its grants count until it "
         "reports them spent; left out: they count from when they were granted"))
     held_bytes: Number | None = Field(None, description="Byte tokens it holds after this ask's return")
+    send_msgs: NonNeg = Field(0, description=(
+        "The messages of the send a producer waits on it to make (0: none waits). With held_msgs, the grant leaves "
+        "it a whole number of such sends where the limit's window allows (a send charged whole overdraws a part)"))
     spent: list[Spend] = Field(default_factory=list, max_length=MAX_SPENDS,
                                description="What it spent since its last ask, oldest first")
     outcomes: Outcomes | None = Field(None, description="What the sink answered since its last ask (an adaptive "

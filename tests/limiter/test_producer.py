@@ -245,6 +245,24 @@ def test_most_per_acquire_with_no_limit_is_unbounded_and_a_bad_share_is_refused(
             p.most_per_acquire(share=bad)
 
 
+def test_a_pool_says_the_send_its_first_waiting_producer_waits_to_make(clock: ManualClock) -> None:
+    # told with the keeper's asks (``limiter.grants``: what a micro-batch worker sends ahead of its grant): the send
+    # the producer was last refused while it waited, else the one it was queued with; one gone is passed over
+    lim = pooled(clock)
+    assert lim.waiting_msgs() == 0.0
+    first = Producer("task 1", [lim], clock=clock)
+    assert not first.try_acquire(25) and first.paused                  # nothing granted yet: queued with 25
+    assert lim.waiting_msgs() == 25
+    clock.advance(0.001)
+    assert not first.try_acquire(12)                                   # its task's last rows, refused too
+    assert lim.waiting_msgs() == 12
+    second = Producer("task 2", [lim], clock=clock)
+    assert not second.try_acquire(7)
+    del first
+    gc.collect()
+    assert lim.waiting_msgs() == 7
+
+
 @pytest.mark.timeout(10)
 def test_a_split_that_holds_left_with_a_hair_of_a_token_releases_its_producer_when_a_whole_one_is_refilled(
         clock: ManualClock) -> None:

@@ -212,3 +212,39 @@ def test_a_grant_frees_when_both_bounds_let_it() -> None:
     w.report("A", 0.0, [(0.015, granted)], 0.05)
     assert w.retry_s(1000, 0.99, pending=100) == pytest.approx(0.01)
     assert w.frees_s("A", 1000, 0.99, pending=100) == pytest.approx(0.025)
+
+
+def test_a_micro_batch_workers_send_ahead_of_its_grant_counts_against_the_next_ask_at_once() -> None:
+    """A send is charged whole: a pool granted 190 sends eight of 25 and runs 10 ahead of its grant, told only with
+    its next report. Sixteen workers doing so at a micro-batch's start ran a window of sends 1.14-1.2x the limit. A
+    micro-batch worker that says the send it waits to make (and what it holds) has that part counted with its fresh
+    grants at once: the worker that asks next gets 10 less, and the window of consumption holds the bound."""
+
+    def second_micro_batch(send: float) -> tuple[float, float]:
+        w = GrantWindow(1.0)
+
+        def ask(holder: str, t: float, chunk: float, send: float = 0.0) -> float:
+            w.report(holder, 0.0, [], t)
+            return w.grant(holder, 1000, 1000, t, fair_chunk=chunk, rate_per_s=1000, send=send, balance=0.0)
+        assert ask("A", 0.0, 1000) + ask("B", 0.001, 1000) == 750
+        for holder in ("A", "B"):
+            w.report(holder, 0, [(0.1, 500 if holder == "A" else 250)], 0.2)
+            w.give_back(holder, 0, 0.2)
+        return ask("A", 1.01, 190, send=send), ask("B", 1.011, 1000)
+
+    assert second_micro_batch(0.0) == (190, 110)       # spent in (0.1, 1.1]: 750 + 200 + 110, over the bound
+    a, b = second_micro_batch(25.0)
+    assert (a, b) == (190, 100)
+    assert 750 + (a + 10) + b == pytest.approx(1000 * (1 + HELD_SLACK))   # A sends 200: its 190 and 10 ahead
+
+
+def test_a_send_ahead_counts_only_for_a_reporting_holder_and_until_its_next_report() -> None:
+    w = SpentWindow(1.0)
+    w.ahead("stranger", 10)                        # (never reported: its grants alone bound it)
+    assert w.counted(0.0) == 0
+    w.report("A", 0, [], now_s=0.0)
+    w.ahead("A", 10)
+    w.ahead("A", 0)
+    assert w.counted(0.01) == 10
+    w.report("A", 0, [(0.02, 25)], now_s=0.03)     # told: the send, now a spend
+    assert w.counted(0.03) == 25
