@@ -235,7 +235,7 @@ class Grants:
             spent: list[Spend] | None = None, outcomes: Outcomes | None = None, send: float = 0.0) -> GrantAsk:
         """The ask for ``key``; ``held``/``spent``: what the pool holds after ``returns`` and spent since its last
         ask (``collectors.spends``); ``outcomes``: what the sink answered since (``collectors.outcomes``); ``send``:
-        the messages of the send a producer waits to make (the grant comes in whole such sends)."""
+        the messages of the send a producer waits to make (what it will send ahead of the grant counts at once)."""
         level, direction, name = parse_limit_key(key)
         safe = self._answered(key, self._safe) or (0.0, 0.0)
         return GrantAsk(level=level, name=name, direction=direction, held_msgs=held[0], held_bytes=held[1],

@@ -340,7 +340,9 @@ class GrantWindow:
         """Grant ``holder`` up to ``wants`` tokens now (see the module essay); returns the amount.
         ``rate_per_s``: how fast the holder wants to spend (its share is max-min fair by these); ``fell_back``: it
         ran at its fallback rate since its last ask (nothing is refilled for that time); ``asks_apart_s``: how far
-        apart the holders' asks come (a window spent for no longer is them filling it at their fair rates)."""
+        apart the holders' asks come (a window spent for no longer is them filling it at their fair rates);
+        ``send``, ``balance``: the send a micro-batch worker waits to make and what its pool holds (negative: a
+        debt) -- what that send will run ahead of the grant counts at once (the module essay)."""
         wants = _amount("wants", wants)
         _amount("capacity", capacity)
         self._slide(now_s)
