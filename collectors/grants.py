@@ -472,7 +472,7 @@ class GrantKeeper:
                 asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate, held=pool.balance,
                                              spent=self.spends.unsent(pool.key, now),
                                              outcomes=self.outcomes.take(pool.key),
-                                             send=pool.send_msgs if pool.waiting else 0.0), pool))
+                                             send=pool.send_msgs), pool))
         for by_key in (self._urgent_at, self._falling):   # (the small dicts of a few limits: theirs only)
             for key in [k for k in by_key if k not in seen]:
                 del by_key[key]

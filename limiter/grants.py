@@ -433,8 +433,9 @@ class GrantWindow:
         if amount <= 0:
             return 0.0
         self._outstanding[holder] = self._outstanding.get(holder, 0.0) + amount
-        self._count(holder, amount, capacity, now_s, bursts=holder in self._returned)
-        if holder in self._returned and balance is not None and 0 < send <= SEND_AHEAD_SHARE * capacity:
+        bursting = holder in self._returned
+        self._count(holder, amount, capacity, now_s, bursts=bursting)
+        if bursting and balance is not None and 0 < send <= SEND_AHEAD_SHARE * capacity:
             after = balance + amount
             if after > 0:   # it sends while it holds anything, each send whole: the last overdraws the rest
                 self._spent.ahead(holder, math.ceil(after / send - 1e-9) * send - after)

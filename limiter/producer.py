@@ -147,7 +147,7 @@ class Producer:
         """Charge a send now if the producer is running; False (nothing charged) while it is paused, or when a
         shared limit's pool is dry (the producer is paused by it now)."""
         if self.tracker.throttled or self._held_by_dry_pool(msgs, bytes):
-            self._refused = (self._clock.now_ns(), msgs)
+            self._waits_to_send(msgs)
             return False
         self._charge(msgs, bytes)
         return True
@@ -158,15 +158,18 @@ class Producer:
         at, msgs = self._refused
         return msgs if at >= since_ns else None
 
+    def _waits_to_send(self, msgs: float) -> None:
+        self._refused = (self._clock.now_ns(), msgs)
+
     def acquire(self, msgs: float = 1, bytes: float = 0, timeout_s: float | None = None) -> bool:
         """Wait while paused (at most ``timeout_s``), then charge the send. False on timeout, nothing charged."""
         deadline = self._deadline_s(timeout_s)
         while True:
             left = None if deadline is None else max(0.0, deadline - self._clock.now_s())
             if self.tracker.throttled:
-                self._refused = (self._clock.now_ns(), msgs)
-            if self.tracker.throttled and not self._wait(left):
-                return False
+                self._waits_to_send(msgs)
+                if not self._wait(left):
+                    return False
             if not self._held_by_dry_pool(msgs, bytes):
                 break
         self._charge(msgs, bytes)
@@ -177,6 +180,7 @@ class Producer:
         deadline = self._deadline_s(timeout_s)
         while True:
             if self.tracker.throttled:
+                self._waits_to_send(msgs)
                 left = None if deadline is None else max(0.0, deadline - self._clock.now_s())
                 waiter = _Waiter(asyncio.get_running_loop())
                 if self._register(waiter, left):

@@ -256,6 +256,8 @@ def test_a_pool_says_the_send_its_first_waiting_producer_waits_to_make(clock: Ma
     clock.advance(0.001)
     assert not first.try_acquire(12)                                   # its task's last rows, refused too
     assert lim.waiting_msgs() == 12
+    assert not asyncio.run(first.acquire_async(10, timeout_s=0))       # an async sender says its send too
+    assert lim.waiting_msgs() == 10
     second = Producer("task 2", [lim], clock=clock)
     assert not second.try_acquire(7)
     del first
