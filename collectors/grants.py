@@ -143,7 +143,7 @@ class Pool:
     adaptive: bool = False                         # the limit learns its sink's capacity (limiter.adaptive)
     read_balance: Callable[[], tuple[float | None, float | None]] | None = None   # ``balance`` now, not at the poll
     charged_s: float | None = None   # the clock's tick at its producers' newest recorded send, read after ``balance``
-    send_msgs: float = 0.0           # the messages of the send its first waiting producer waits to make (0: none)
+    send_msgs: float = 0.0           # the messages of its producers' next send (``PublishRateLimiter.send_msgs``)
 
 
 class Grants:
@@ -235,7 +235,7 @@ class Grants:
             spent: list[Spend] | None = None, outcomes: Outcomes | None = None, send: float = 0.0) -> GrantAsk:
         """The ask for ``key``; ``held``/``spent``: what the pool holds after ``returns`` and spent since its last
         ask (``collectors.spends``); ``outcomes``: what the sink answered since (``collectors.outcomes``); ``send``:
-        the messages of the send a producer waits to make (what it will send ahead of the grant counts at once)."""
+        the messages of its producers' next send (what it will send ahead of the grant counts at once)."""
         level, direction, name = parse_limit_key(key)
         safe = self._answered(key, self._safe) or (0.0, 0.0)
         return GrantAsk(level=level, name=name, direction=direction, held_msgs=held[0], held_bytes=held[1],

@@ -202,7 +202,7 @@ class Participant:
                                 lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ())),
                                 adaptive=full is not None and full.adaptive_floor_per_s is not None,
                                 read_balance=lim.balance, charged_s=_seconds(lim.charged_ns()),
-                                send_msgs=lim.waiting_msgs()))
+                                send_msgs=lim.send_msgs()))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)

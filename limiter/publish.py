@@ -152,6 +152,7 @@ class PublishRateLimiter:
         self._queue: deque[tuple[Callable[[], Throttleable | None], int, float, float]] = deque()
         self._timer: TimerHandle | None = None
         self._throttled_count = 0
+        self._waited_msgs = 0.0   # the messages of the send the producer throttled last was queued with
         self._throttle_time_ns = 0
         self._msgs = _Dimension("msgs")
         self._bytes = _Dimension("bytes")
@@ -209,6 +210,7 @@ class PublishRateLimiter:
             first = not self._queue
             self._queue.append((_ref(producer), self._clock.now_ns(), msgs, bytes))
             self._throttled_count += 1
+            self._waited_msgs = msgs
             if self._timer is None:
                 self._timer = self._scheduler.call_later(self._throttling_duration_s(), self._unthrottle)
         hook = self.on_throttle
@@ -370,17 +372,19 @@ class PublishRateLimiter:
     def queue_length(self) -> int:
         return len(self._queue)
 
-    def waiting_msgs(self) -> float:
-        """The messages of the send its first throttled producer waits to make (0.0: none waits): the one it was
-        refused since it was throttled, else the send that throttled it (an estimate of its next). A producer
-        gone while it waited (a task that ended) is left out: it will not send."""
+    def send_msgs(self) -> float:
+        """The messages of the send its producers make next: the one its first waiting producer waits to make (the
+        send it was refused since it was throttled, else the one that throttled it); with none waiting, the last
+        send a producer was throttled with -- a Spark task's producer sends as the last task's did, and a new
+        task's first ask comes before its first refusal (0.0 before any producer was throttled). A producer gone
+        while it waited (a task that ended) is passed over: it will not send."""
         for ref, since_ns, msgs, _ in list(self._queue):
             producer = ref()
             if producer is not None:
                 waiting = getattr(producer, "waiting_send", None)
                 asked = waiting(since_ns) if waiting is not None else None
                 return msgs if asked is None else asked
-        return 0.0
+        return self._waited_msgs
 
     def snapshot(self) -> LimiterSnapshot:
         with self._lock:

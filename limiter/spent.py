@@ -38,7 +38,7 @@ acquire, add at most ``HELD_SLACK`` of it (and a report's lag) to any window of 
 
 A bursting holder also runs up to a send ahead of its grant (``ahead``): its producers send while its pool holds
 anything, each send charged whole, so a grant of 15.6 lets a send of 25 through, told only with the next report.
-``GrantWindow.grant`` counts that part with its fresh grants when the worker says the send it waits to make.
+``GrantWindow.grant`` counts that part with its fresh grants when the worker says the send its producers make.
 
 A reporting holder silent for a window is gone (it died, or moved to another control plane): what it held is
 dropped.
@@ -182,8 +182,8 @@ class SpentWindow:
                 self._debts[holder] = debt - amount
 
     def ahead(self, holder: Hashable, amount: float) -> None:
-        """``holder``, a bursting reporting holder, will spend ``amount`` beyond what it holds at once (the send it
-        waits to make overdraws its pool): counted with its fresh grants, until its next report."""
+        """``holder``, a bursting reporting holder, will spend ``amount`` beyond what it holds at once (its next send
+        overdraws its pool): counted with its fresh grants, until its next report."""
         if amount > 0 and holder in self._reported:
             self._set_fresh(holder, self._fresh.get(holder, 0.0) + amount)
 

@@ -8,7 +8,10 @@ and at each micro-batch's start all sixteen ran a part of a send ahead of the wi
 told of them only with their next asks. Simulated so: 1.0 of the limit, worst windows 1.137-1.149 (three seeds of
 25 s). Each micro-batch worker now says the send its producer waits to make, and the part of it that will run ahead
 of its grant counts against the next asker at once (``limiter.spent``: ``SpentWindow.ahead``): 1.062-1.063, the
-limit as used.
+limit as used. On the benchmark the stream read 1.088 and 1.1 again on a busy host, its two cores 85-95 % busy: a
+worker's keeper there asks tens of milliseconds apart, and each task's first ask, made before its first send was
+refused, said no send. Simulated with each keeper's rounds 30-60 ms apart: 1.05-1.099 (three seeds); with a pool
+saying the send its last waiting producer was queued with, 1.038-1.074.
 """
 
 from __future__ import annotations
@@ -28,17 +31,21 @@ GAP_S = (0.25, 0.45)     # Spark's gap between two micro-batches
 START_S = (0.0, 0.1)     # when each task of a micro-batch starts sending
 
 
-def _simulate(seed: int, span_s: float) -> tuple[float, float]:
-    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``."""
+def _simulate(seed: int, span_s: float, keeper_apart_s: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``; each participant's keeper
+    runs a round ``keeper_apart_s`` (a range) after its last (0: at every step)."""
     rnd = random.Random(seed)
     clock = ManualClock()
     _, parts = world(clock, WORKERS)
+    keeps_at = [0.0] * WORKERS
     tasks: list[list | None] = [None] * WORKERS   # per worker: [rows left, first send at, producer]
     admitted: list[tuple[float, int]] = []
     t0 = next_batch_s = clock.now_s()
     while clock.now_s() < t0 + span_s:
-        for p in parts:
-            p.grant_keeper.run_once()
+        for w, p in enumerate(parts):
+            if clock.now_s() >= keeps_at[w]:
+                p.grant_keeper.run_once()
+                keeps_at[w] = clock.now_s() + rnd.uniform(*keeper_apart_s)
         clock.advance(0.0)   # (a pool topped up releases its producer now, as the real scheduler's thread does)
         now = clock.now_s()
         if all(t is None for t in tasks) and now >= next_batch_s:
@@ -69,3 +76,10 @@ def test_sixteen_micro_batch_workers_hold_the_limit_and_use_it() -> None:
     runs = [_simulate(seed, 15.0) for seed in range(2)]
     assert min(m for m, _ in runs) >= 0.99, runs
     assert max(w for _, w in runs) <= (LIMIT * 1.05 + SEND) / LIMIT, runs   # 1.137-1.149 before
+
+
+def test_sixteen_workers_whose_keepers_ask_tens_of_milliseconds_apart_still_hold_the_limit() -> None:
+    # (two cores running sixteen Python workers, a JVM and the control plane: each keeper's round comes late)
+    mean, worst = _simulate(0, 15.0, keeper_apart_s=(0.03, 0.06))
+    assert worst <= (LIMIT * 1.05 + SEND) / LIMIT, worst   # 1.099 when a task's first ask said no send
+    assert mean >= 0.95, mean

@@ -245,24 +245,30 @@ def test_most_per_acquire_with_no_limit_is_unbounded_and_a_bad_share_is_refused(
             p.most_per_acquire(share=bad)
 
 
-def test_a_pool_says_the_send_its_first_waiting_producer_waits_to_make(clock: ManualClock) -> None:
+def test_a_pool_says_the_send_its_producers_make_next(clock: ManualClock) -> None:
     # told with the keeper's asks (``limiter.grants``: what a micro-batch worker sends ahead of its grant): the send
-    # the producer was last refused while it waited, else the one it was queued with; one gone is passed over
+    # the producer was last refused while it waited, else the one it was queued with; one gone is passed over; and
+    # with none waiting, the send the last one was queued with (a new task's first ask comes before its first send)
     lim = pooled(clock)
-    assert lim.waiting_msgs() == 0.0
+    assert lim.send_msgs() == 0.0                                        # none ever waited: not known
     first = Producer("task 1", [lim], clock=clock)
     assert not first.try_acquire(25) and first.paused                  # nothing granted yet: queued with 25
-    assert lim.waiting_msgs() == 25
+    assert lim.send_msgs() == 25
     clock.advance(0.001)
     assert not first.try_acquire(12)                                   # its task's last rows, refused too
-    assert lim.waiting_msgs() == 12
+    assert lim.send_msgs() == 12
     assert not asyncio.run(first.acquire_async(10, timeout_s=0))       # an async sender says its send too
-    assert lim.waiting_msgs() == 10
+    assert lim.send_msgs() == 10
     second = Producer("task 2", [lim], clock=clock)
+    assert not second.try_acquire(20)
+    clock.advance(0.001)
     assert not second.try_acquire(7)
     del first
     gc.collect()
-    assert lim.waiting_msgs() == 7
+    assert lim.send_msgs() == 7
+    del second
+    gc.collect()
+    assert lim.send_msgs() == 20                                       # none waits: the send the last was queued with
 
 
 @pytest.mark.timeout(10)
