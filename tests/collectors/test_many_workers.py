@@ -7,11 +7,12 @@ askers' fair chunks are 15.6 tokens, each lets its holder send 25 (a send is cha
 and at each micro-batch's start all sixteen ran a part of a send ahead of the window at once, the spends' bound
 told of them only with their next asks. Simulated so: 1.0 of the limit, worst windows 1.137-1.149 (three seeds of
 25 s). Each micro-batch worker now says the send its producer waits to make, and the part of it that will run ahead
-of its grant counts against the next asker at once (``limiter.spent``: ``SpentWindow.ahead``): 1.062-1.063, the
+of its grant counts against the next asker at once (``limiter.spent``: ``SpentWindow.ahead``): 1.05-1.063, the
 limit as used. On the benchmark the stream read 1.088 and 1.1 again on a busy host, its two cores 85-95 % busy: a
 worker's keeper there asks tens of milliseconds apart, and each task's first ask, made before its first send was
-refused, said no send. Simulated with each keeper's rounds 30-60 ms apart: 1.05-1.099 (three seeds); with a pool
-saying the send its last waiting producer was queued with, 1.038-1.074.
+refused, said no send. Simulated with each keeper's rounds 20-40, 30-60 and 40-80 ms apart (12 seeds each): worst
+windows over 1.075 in 2, 1 and 1 seeds (1.076-1.088); with a pool saying the send its last waiting producer was
+queued with, none (at most 1.075, 1.074, 1.062), the mean 0.9997, 0.980 and 0.940 (0.9996, 0.986, 0.944 before).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ START_S = (0.0, 0.1)     # when each task of a micro-batch starts sending
 def _simulate(seed: int, span_s: float, keeper_apart_s: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
     """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``; each participant's keeper
     runs a round ``keeper_apart_s`` (a range) after its last (0: at every step)."""
-    rnd = random.Random(seed)
+    rnd, keeper_rnd = random.Random(seed), random.Random(-seed)   # (the tasks drawn alike whatever the keepers)
     clock = ManualClock()
     _, parts = world(clock, WORKERS)
     keeps_at = [0.0] * WORKERS
@@ -45,7 +46,7 @@ def _simulate(seed: int, span_s: float, keeper_apart_s: tuple[float, float] = (0
         for w, p in enumerate(parts):
             if clock.now_s() >= keeps_at[w]:
                 p.grant_keeper.run_once()
-                keeps_at[w] = clock.now_s() + rnd.uniform(*keeper_apart_s)
+                keeps_at[w] = clock.now_s() + keeper_rnd.uniform(*keeper_apart_s)
         clock.advance(0.0)   # (a pool topped up releases its producer now, as the real scheduler's thread does)
         now = clock.now_s()
         if all(t is None for t in tasks) and now >= next_batch_s:
@@ -80,6 +81,6 @@ def test_sixteen_micro_batch_workers_hold_the_limit_and_use_it() -> None:
 
 def test_sixteen_workers_whose_keepers_ask_tens_of_milliseconds_apart_still_hold_the_limit() -> None:
     # (two cores running sixteen Python workers, a JVM and the control plane: each keeper's round comes late)
-    mean, worst = _simulate(0, 15.0, keeper_apart_s=(0.03, 0.06))
-    assert worst <= (LIMIT * 1.05 + SEND) / LIMIT, worst   # 1.099 when a task's first ask said no send
-    assert mean >= 0.95, mean
+    runs = [_simulate(seed, 15.0, keeper_apart_s=(0.02, 0.04)) for seed in (5, 9)]
+    assert max(w for _, w in runs) <= (LIMIT * 1.05 + SEND) / LIMIT, runs   # 1.085, 1.088 when a task's first ask
+    assert min(m for m, _ in runs) >= 0.99, runs                            # said no send
