@@ -116,16 +116,18 @@ A send runs ahead of its grant: a producer sends while its pool holds anything, 
 granted 15.6 tokens sends the 25 its producer waits with and owes 9.4, told only with its next ask. Sixteen
 micro-batch workers (fair chunks of 15.6, sends of 25) did so at once at each micro-batch's start, and the second
 that held it read 1.14-1.2x the limit (simulated, and on the benchmark's 16-worker stream). A micro-batch worker
-that says the send its producers make (``send``: the one a producer waits to make, else the last one that waited --
-a task's first ask comes before its first refusal, and told nothing there, sixteen workers whose keepers asked 20-80
-ms apart, as on two busy cores, went over 1.075x in four seeds of 36, up to 1.088x; none with it) and what it holds
-(``balance``) has the part that will run ahead counted with its fresh grants at once (``SpentWindow.ahead``), until
-its next report tells the sends: the next asker gets that much less (simulated: 1.05-1.075x). Worked example, limit
-1,000: a micro-batch worker holding nothing is granted 190 for sends of 25 -- it sends eight, 200, 10 ahead; the
-worker that asks next gets 10 less than the spends' bound let it before. Not grants in whole sends (190 -> 200 here,
-or nothing where not one fits, as an exact limiter's acquire waits): the window held as well (1.05-1.075x
-simulated), but the last sends of each micro-batch waited for room for all of theirs, and the stream used 1-4 points
-less of its limit on the benchmark.
+that says the send its producers make (``send``: the one a producer waits to make, else the largest of the last few
+that waited -- a task's first ask comes before its first refusal, and told nothing there, sixteen workers whose
+keepers asked 20-80 ms apart, as on two busy cores, went over 1.075x in four seeds of 36, up to 1.088x; told the
+last that waited alone, the remainder that ended the task before, 12 where the next task sends 25, up to 1.088x
+again once what repays a debt was counted once: ``limiter.spent``) and what it holds (``balance``) has the part that
+will run ahead counted with its fresh grants at once (``SpentWindow.ahead``), until its next report tells the sends:
+the next asker gets that much less (simulated: 1.05-1.075x). Worked example, limit 1,000: a micro-batch worker
+holding nothing is granted 190 for sends of 25 -- it sends eight, 200, 10 ahead; the worker that asks next gets 10
+less than the spends' bound let it before. Not grants in whole sends (190 -> 200 here, or nothing where not one
+fits, as an exact limiter's acquire waits): the window held as well (1.05-1.075x simulated), but the last sends of
+each micro-batch waited for room for all of theirs, and the stream used 1-4 points less of its limit on the
+benchmark.
 
 ``learning_cap``: after a control-plane restart the table knows nothing of the tokens the participants are
 spending on the old process's grants or their fallback rates; until everyone has been heard from, a holder gets

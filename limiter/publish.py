@@ -63,6 +63,9 @@ REASON_BY_LEVEL = {
     Level.NAMESPACE: ThrottleReason.NAMESPACE_RATE,
     Level.TOPIC: ThrottleReason.TOPIC_RATE,
 }
+# with no producer waiting, a limiter says the largest of the sends its last few waiting producers were queued with
+# (``send_msgs``): a Spark task's last send is its rows' remainder, and the next task sends whole ones again
+WAITED_REMEMBERED = 8
 
 
 class Throttleable(Protocol):
@@ -152,7 +155,8 @@ class PublishRateLimiter:
         self._queue: deque[tuple[Callable[[], Throttleable | None], int, float, float]] = deque()
         self._timer: TimerHandle | None = None
         self._throttled_count = 0
-        self._waited_msgs = 0.0   # the messages of the send the producer throttled last was queued with
+        # the messages of the sends the last WAITED_REMEMBERED producers throttled were queued with
+        self._waited_msgs: deque[float] = deque(maxlen=WAITED_REMEMBERED)
         self._throttle_time_ns = 0
         self._msgs = _Dimension("msgs")
         self._bytes = _Dimension("bytes")
@@ -210,7 +214,7 @@ class PublishRateLimiter:
             first = not self._queue
             self._queue.append((_ref(producer), self._clock.now_ns(), msgs, bytes))
             self._throttled_count += 1
-            self._waited_msgs = msgs
+            self._waited_msgs.append(msgs)
             if self._timer is None:
                 self._timer = self._scheduler.call_later(self._throttling_duration_s(), self._unthrottle)
         hook = self.on_throttle
@@ -374,17 +378,19 @@ class PublishRateLimiter:
 
     def send_msgs(self) -> float:
         """The messages of the send its producers make next: the one its first waiting producer waits to make (the
-        send it was refused since it was throttled, else the one that throttled it); with none waiting, the last
-        send a producer was throttled with -- a Spark task's producer sends as the last task's did, and a new
-        task's first ask comes before its first refusal (0.0 before any producer was throttled). A producer gone
-        while it waited (a task that ended) is passed over: it will not send."""
+        send it was refused since it was throttled, else the one that throttled it); with none waiting, the largest
+        of the sends its last ``WAITED_REMEMBERED`` waiting producers were queued with -- a Spark task's producer
+        sends as the last tasks' did, and a new task's first ask comes before its first refusal (0.0 before any
+        producer was throttled). Not the last alone: a task's last send is the remainder of its rows (12 of sends of
+        25), often the one that waited, and the next task's first sends are whole again. A producer gone while it
+        waited (a task that ended) is passed over: it will not send."""
         for ref, since_ns, msgs, _ in list(self._queue):
             producer = ref()
             if producer is not None:
                 waiting = getattr(producer, "waiting_send", None)
                 asked = waiting(since_ns) if waiting is not None else None
                 return msgs if asked is None else asked
-        return self._waited_msgs
+        return max(self._waited_msgs, default=0.0)
 
     def snapshot(self) -> LimiterSnapshot:
         with self._lock:

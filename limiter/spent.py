@@ -53,6 +53,12 @@ window's grants (the limit per window), and its spends by those plus the one acq
 repay its debt beyond the bound. With other spenders it may not: every holder could then overdraw at once, and
 the window hold one acquire per holder over the limit (measured, 1.2x a 1,000/s limit shared by four).
 
+What repays a debt its holder told is not counted again (``granted``): it pays for the whole send the report told as
+spent, and enables none. Counted as a bursting holder's fresh grant as well (or as an idle one's stock), it held the
+bound over what had been sent by as much as the holders owed: at each micro-batch's end sixteen workers in debt (a
+task's last send of 25 made on a few tokens) held it about 150 over, and their last sends waited on that (simulated,
+keepers 40-80 ms apart: 0.943 of the limit over twelve seeds, 0.965 counted once).
+
 Worked example, limit 1,000 per 1-s window: worker A was granted 150 at 0.3 s and reported holding them at 0.4 s
 while idle (outstanding 150). Its task ends; the next starts at 1.1 s, spends the 150 at once and asks: they become
 a spend dated 1.1 s, counted until 2.1 s, so the grants in (1.1, 2.1] get at most 900 (``HELD_SLACK`` 0.05: 1,050
@@ -169,13 +175,15 @@ class SpentWindow:
     def granted(self, holder: Hashable, amount: float, *, bursts: bool = False) -> None:
         """``holder`` was granted ``amount``: if it is an idle reporting holder, held until its next report; with
         ``bursts`` (a micro-batch worker drawing its catch-up: it spends each grant at once), counted until its next
-        report even while it spends as it goes. What repays its debt is no longer owed."""
+        report even while it spends as it goes. What repays its debt is no longer owed, and is counted already: it
+        pays for a spend its report told (the whole send that overdrew), and enables none."""
+        debt = self._debts.get(holder, 0.0)
+        new = amount - min(amount, debt)
         if holder in self._held:
-            self._set_held(holder, self._held[holder] + amount)
+            self._set_held(holder, self._held[holder] + new)
         elif bursts and holder in self._reported:
-            self._set_fresh(holder, self._fresh.get(holder, 0.0) + amount)
-        debt = self._debts.get(holder)
-        if debt is not None:
+            self._set_fresh(holder, self._fresh.get(holder, 0.0) + new)
+        if debt > 0:
             if debt - amount <= 1e-9:
                 del self._debts[holder]
             else:

@@ -178,9 +178,9 @@ class GrantAsk(StrictModel):
         "reports them spent; left out: they count from when they were granted"))
     held_bytes: Number | None = Field(None, description="Byte tokens it holds after this ask's return")
     send_msgs: NonNeg = Field(0, description=(
-        "The messages of its producers' next send: the one a producer waits on it to make, else the last one that "
-        "waited (0: not known). With held_msgs: a send is charged whole, and what it will overdraw beyond the grant "
-        "counts against the limit's next asks at once"))
+        "The messages of its producers' next send: the one a producer waits on it to make, else the largest of the "
+        "last few that waited (0: not known). With held_msgs: a send is charged whole, and what it will overdraw "
+        "beyond the grant counts against the limit's next asks at once"))
     spent: list[Spend] = Field(default_factory=list, max_length=MAX_SPENDS,
                                description="What it spent since its last ask, oldest first")
     outcomes: Outcomes | None = Field(None, description="What the sink answered since its last ask (an adaptive "

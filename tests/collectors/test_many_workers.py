@@ -13,6 +13,12 @@ worker's keeper there asks tens of milliseconds apart, and each task's first ask
 refused, said no send. Simulated with each keeper's rounds 20-40, 30-60 and 40-80 ms apart (12 seeds each): worst
 windows over 1.075 in 2, 1 and 1 seeds (1.076-1.088); with a pool saying the send its last waiting producer was
 queued with, none (at most 1.075, 1.074, 1.062), the mean 0.9997, 0.980 and 0.940 (0.9996, 0.986, 0.944 before).
+Traced on the benchmark: at each micro-batch's end the workers in debt (a last send of 25 made on a few tokens) had
+what repaid it counted twice, as told spends and as fresh grants, and the last sends waited on the bound that held
+(counted about 150 over what had been sent). Counted once, and a pool with none waiting saying the largest of its
+last few waiting sends (the last alone is the remainder that ended the task before, 12 where the next sends 25):
+twelve seeds each, 0.9996, 0.981 and 0.943 of the limit at the three lags before, 1.0, 0.985 and 0.965 after, every
+worst window within 1.075.
 """
 
 from __future__ import annotations
@@ -84,3 +90,13 @@ def test_sixteen_workers_whose_keepers_ask_tens_of_milliseconds_apart_still_hold
     runs = [_simulate(seed, 15.0, keeper_apart_s=(0.02, 0.04)) for seed in (5, 9)]
     assert max(w for _, w in runs) <= (LIMIT * 1.05 + SEND) / LIMIT, runs   # 1.085, 1.088 when a task's first ask
     assert min(m for m, _ in runs) >= 0.99, runs                            # said no send
+
+
+def test_sixteen_workers_whose_keepers_ask_up_to_80_ms_apart_use_the_limit_and_hold_it() -> None:
+    # where the keepers are later still, what repays a task's debt (its last send overdrew) was counted twice, as
+    # told spends and as fresh grants, and the last sends of each micro-batch waited on that: seeds 9 and 10 read
+    # 0.917 of the limit so. Counted once, the next task's first sends ran ahead of what its first ask said -- the
+    # last send that waited, the remainder of the task before (12 of sends of 25): seed 4 read 1.088
+    runs = {seed: _simulate(seed, 15.0, keeper_apart_s=(0.04, 0.08)) for seed in (4, 9, 10)}
+    assert max(w for _, w in runs.values()) <= (LIMIT * 1.05 + SEND) / LIMIT, runs
+    assert min(runs[9][0], runs[10][0]) >= 0.97, runs

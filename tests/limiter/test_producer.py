@@ -7,6 +7,7 @@ import weakref
 import pytest
 
 from limiter import Level, ManualClock, Producer, ProducerPaused, PublishRateLimiter, Rate, ThrottleReason
+from limiter.publish import WAITED_REMEMBERED
 
 pytestmark = pytest.mark.unit
 
@@ -248,7 +249,8 @@ def test_most_per_acquire_with_no_limit_is_unbounded_and_a_bad_share_is_refused(
 def test_a_pool_says_the_send_its_producers_make_next(clock: ManualClock) -> None:
     # told with the keeper's asks (``limiter.grants``: what a micro-batch worker sends ahead of its grant): the send
     # the producer was last refused while it waited, else the one it was queued with; one gone is passed over; and
-    # with none waiting, the send the last one was queued with (a new task's first ask comes before its first send)
+    # with none waiting, the largest of the sends the last few were queued with (a new task's first ask comes before
+    # its first send, and its sends are whole, not the remainder that ended the task before)
     lim = pooled(clock)
     assert lim.send_msgs() == 0.0                                        # none ever waited: not known
     first = Producer("task 1", [lim], clock=clock)
@@ -268,7 +270,13 @@ def test_a_pool_says_the_send_its_producers_make_next(clock: ManualClock) -> Non
     assert lim.send_msgs() == 7
     del second
     gc.collect()
-    assert lim.send_msgs() == 20                                       # none waits: the send the last was queued with
+    assert lim.send_msgs() == 25                       # none waits: the largest the last ones were queued with (not 20)
+    for i in range(WAITED_REMEMBERED):                 # ... of the last few only: a job whose sends got smaller
+        later = Producer(f"task {3 + i}", [lim], clock=clock)
+        assert not later.try_acquire(5)
+        del later
+        gc.collect()
+    assert lim.send_msgs() == 5
 
 
 @pytest.mark.timeout(10)

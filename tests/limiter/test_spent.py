@@ -157,6 +157,26 @@ def test_a_bursting_holders_grants_count_until_its_next_report_even_while_it_spe
     assert w.counted(1.19) == 100 and w.counted(1.21) == 0   # silent for a window: gone, and its grants with it
 
 
+def test_what_repays_a_told_debt_is_counted_once() -> None:
+    # a send of 25 on 6.25 tokens: the whole 25 is told as spent, and the 18.75 that repay it enable no send. Counted
+    # as a bursting holder's fresh grant as well, sixteen micro-batch workers in debt at a micro-batch's end held the
+    # bound about 150 over what they had sent, and their last sends waited on it (simulated: 0.940 of the limit with
+    # keepers 40-80 ms apart, 0.955 counted once)
+    w = SpentWindow(1.0)
+    w.report("A", -18.75, [(0.1, 25)], now_s=0.1)
+    w.granted("A", 15.0, bursts=True)                # all of it repays
+    assert w.counted(0.1) == 25
+    w.granted("A", 10.0, bursts=True)                # 3.75 repays, 6.25 is new: its next send comes of it
+    assert w.counted(0.1) == pytest.approx(31.25)
+    w.report("B", 0, [], now_s=0.1)                  # an idle holder in no debt counts all it is granted
+    w.granted("B", 10.0)
+    assert w.counted(0.1) == pytest.approx(41.25)
+    w.report("C", -5, [(0.05, 20)], now_s=0.1)       # an idle one's debt (it reported no spend since)...
+    w.report("C", -5, [], now_s=0.12)
+    w.granted("C", 8.0)                              # ... repaid first too: 3 held
+    assert w.held("C") == pytest.approx(3)
+
+
 def test_two_micro_batch_workers_asking_moments_apart_share_the_bound_on_consumption() -> None:
     """A draws its catch-up a chunk at a time and spends each at once; B asks between two of A's asks. Counted
     only when A tells its spends, A's second chunk was not in the bound B's grant met: 1.15x the limit in the
