@@ -156,11 +156,11 @@ class Bench:
             jobs.batch(self.spark, fn, w.sizes)
         elif w.apps:   # (this session idles: each application is a driver of its own)
             each = [apps.App(kind, topic, w.partitions, w.rows_per_batch, pace, limit, len(w.apps) * w.slots,
-                             self.redis.url, self.redis_key, w.slots)
+                             self.redis.url, self.redis_key, w.slots, w.commit_s)
                     for topic, pace in zip(topics, w.apps, strict=True)]
             started = apps.run(each, self.cp.url, self.cp.token, self.work, log_dir, WARMUP_S + span_s, INTERVAL_S)
         else:
-            jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during)
+            jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during, w.commit_s)
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
         paced = windows.paced_batch_waits(log_dir) if w.pace_per_task or any(w.apps) else []
         steady = w.sizes is None and w.job != "publish" and not marks   # a stream under one constant limit

@@ -45,6 +45,7 @@ class App:
     redis_url: str = ""
     redis_key: str = "shared"
     slots: int = 1               # its Spark's task slots (``local[slots]``): Python workers, each a participant
+    commit_s: float = 0.0        # the driver's commit after each micro-batch (``jobs.stream``)
 
     def __post_init__(self) -> None:
         positive("slots", self.slots, integer=True)   # (the jobs' own check: a whole number > 0)
@@ -128,7 +129,8 @@ def main(argv: list[str]) -> None:
     start = float(sys.stdin.readline())
     time.sleep(max(0.0, start - time.time()))
     try:
-        jobs.stream(spark, fn, app.partitions, app.rows_per_batch, config["duration_s"] - (time.time() - start))
+        jobs.stream(spark, fn, app.partitions, app.rows_per_batch, config["duration_s"] - (time.time() - start),
+                    commit_s=app.commit_s)
     finally:
         spark.stop()
 

@@ -59,12 +59,16 @@ def session(master: str, url: str, token: str, work: Path, warm_up_tasks: int, w
 
 
 def stream(spark: Any, fn: Callable, partitions: int, rows_per_batch: int, duration_s: float,
-           during: Callable[[float], None] | None = None) -> None:
-    """Run the streaming workload for ``duration_s``; ``during(t0)`` runs on a thread once it has started."""
+           during: Callable[[float], None] | None = None, commit_s: float = 0.0) -> None:
+    """Run the streaming workload for ``duration_s``; ``during(t0)`` runs on a thread once it has started. Each
+    micro-batch's write is followed by ``commit_s`` on the driver: the commit of a job whose micro-batch ends with
+    one (offsets to an external table, a checkpoint on remote storage), a longer gap between two micro-batches."""
     from collectors.jobs.streaming import run_until
 
     def sink(batch_df: Any, batch_id: int) -> None:
         batch_df.select("value").mapInArrow(fn, SCHEMA).write.format("noop").mode("append").save()
+        if commit_s > 0:
+            time.sleep(commit_s)
 
     source = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
               .option("numPartitions", partitions).load())
