@@ -56,6 +56,13 @@ these hold:
   micro-batch job beside a trickle caught up less than its gap left whenever the trickle's burst claimed its
   share for a moment (its bucket refilled at half the limit then): simulated, 0.927 of the limit against an
   exact window's 0.996; 0.941 with this.
+  A worker away for longer than a window is such a worker too, if it gave back having sent (``_left``, kept
+  ``RETURNING_WINDOWS`` windows): its bucket is a newcomer's, but it takes the window's room and its debt is repaid
+  when it leaves. Sixteen workers of a stream whose period is longer than a window (a driver that commits each
+  micro-batch in 0.3 s; a busy host) each ran a task of a few tenths of a second in it, and came back as
+  newcomers: each repaid the last task's debt (a last send of 25 on a few tokens) with its next task's first
+  grants, the window full of those repayments when the micro-batch's last sends came, and they waited 0.3-0.4 s
+  for its first grants to slide out.
 - the spends (holders that ``report``, below): what they spent in the window and what idle ones hold, within
   the limit and ``HELD_SLACK`` of it.
 
@@ -246,6 +253,9 @@ class GrantWindow:
         self._level_at = -math.inf
         self._recent: OrderedDict[Hashable, float] = OrderedDict()   # the same, kept RECENT_WINDOWS windows
         self._returned: OrderedDict[Hashable, float] = OrderedDict()  # back from a gap: holder -> when, oldest first
+        # gave back having sent some of its grants: holder -> when, oldest first, kept RETURNING_WINDOWS windows (one
+        # away longer than a window comes back to a new bucket, but still as a micro-batch worker)
+        self._left: OrderedDict[Hashable, float] = OrderedDict()
         self._spent = SpentWindow(self.window_s)   # reporting holders: their spends and what they hold
         # holder -> when its last answer fell short of its bucket's due, by the window or the spends, oldest first,
         # and by how much: kept OWED_S of the window (see ``_owed_to_others``)
@@ -298,6 +308,7 @@ class GrantWindow:
             self._own.pop(holder, None)
             self._away_unsent.discard(holder)
         expire(self._returned, now_s - RETURNING_WINDOWS * self.window_s)
+        expire(self._left, now_s - RETURNING_WINDOWS * self.window_s)
 
     def granted(self, now_s: float) -> float:
         """Tokens granted in the window ending now."""
@@ -334,10 +345,17 @@ class GrantWindow:
         expire(self._recent, now_s - RECENT_WINDOWS * self.window_s)
         return max(len(self._recent), self.askers(now_s))
 
+    def micro_batch_workers(self, now_s: float) -> int:
+        """How many holders came back from a gap within ``RETURNING_WINDOWS`` windows (``returning``): the workers
+        of a stream whose period is longer than a window, most of which have not asked yet in this one."""
+        self._slide(now_s)
+        return len(self._returned)
+
     def leave(self, holder: Hashable) -> None:
         """``holder`` is gone for good (its participant said goodbye): no longer counted by ``holders``. Not for a
         holder between two tasks (``give_back``): it is back with the next one, and counts meanwhile."""
         self._recent.pop(holder, None)
+        self._left.pop(holder, None)
 
     def grant(self, holder: Hashable, wants: float, capacity: float, now_s: float, *, fair_chunk: float,
               rate_per_s: float | None = None, learning_cap: float | None = None, fell_back: bool = False,
@@ -375,10 +393,18 @@ class GrantWindow:
         # (not while re-learning: it was spending its fallback rate until its first ask, and a catch-up would come
         # on top of that -- measured, 466 at once after a micro-batch's gap, 1.35-1.65x the limit in that second)
         away_since = self._away.pop(holder, None)
+        left_at = self._left.pop(holder, None)
         back = away_since is not None and learning_cap is None and self.catch_up
         sent_before = holder not in self._away_unsent
         self._away_unsent.discard(holder)
-        if back and sent_before and now_s - away_since >= RETURN_GAP_S * self.window_s:
+        # a micro-batch worker away for longer than a window (Spark's period past a window: a driver that commits
+        # each micro-batch, a busy host; a task of a few tenths of a second in it) is one all the same: its bucket
+        # is a newcomer's, but it takes the window's room and its debt is repaid when it leaves. Taken for a
+        # newcomer, it repaid each task's debt with its next task's first grants, the window full of them as the
+        # micro-batch's last sends came: each waited 0.3-0.4 s for its first grants to slide out
+        long_back = away_since is None and left_at is not None and learning_cap is None and self.catch_up and \
+            not fell_back
+        if (back and sent_before and now_s - away_since >= RETURN_GAP_S * self.window_s) or long_back:
             self._returned[holder] = now_s
             self._returned.move_to_end(holder)
         # one asked only every ``asks_apart_s`` (the control plane stretched its limit's asks to keep to its budget)
@@ -548,6 +574,11 @@ class GrantWindow:
         # window granted it": a stream's worker at a cut limit may give back its one chunk of the window whole,
         # having spent the ones before)
         sent_nothing = self._outstanding.pop(holder, 0.0) - amount <= 1e-9
+        if sent_nothing:
+            self._left.pop(holder, None)
+        else:
+            self._left[holder] = now_s
+            self._left.move_to_end(holder)
         if holder in self._own:   # kept for a window: if it comes back, it catches up the gap
             self._away[holder] = now_s
             self._away.move_to_end(holder)

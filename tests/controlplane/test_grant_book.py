@@ -498,3 +498,30 @@ def test_the_askers_of_a_stretched_limit_come_back_spread_over_its_spacing_each_
     for at, pid, group in sorted(back_at):   # each back at its moment: its next is one cycle on
         clock.advance(at - clock.now_s())
         assert book.answer(pid, asks(group, LIMIT), policies)[0].retry_s == pytest.approx(cycle_s)
+
+
+def test_a_micro_batch_workers_chunk_is_its_share_among_the_streams_workers_a_few_of_its_sends(
+        tmp_path: Path) -> None:
+    # sixteen workers of a stream whose period is longer than a window: at a micro-batch's start none of them has
+    # asked in the window, and the first askers were told chunks of 125-250 for tasks of 62 -- held until their
+    # tasks ended, while the last tasks waited. Their share is among the stream's workers, and a chunk is three of
+    # the sends they make (fair chunks of 15.6 drew a task in four or five asks), within that share
+    clock = ManualClock()
+    book = GrantBook(1.0, tmp_path, clock=clock.now_s)
+    workers = [f"w{i}" for i in range(16)]
+
+    def micro_batch(at: float) -> list:
+        clock.advance(at - clock.now_s())
+        answers = [book.answer(w, [GrantAsk(level="resource_group", name="rg", direction="publish",
+                                            wants_msgs=250, rate_msgs_per_s=LIMIT, send_msgs=25)], POLICIES)[0]
+                   for w in workers]
+        clock.advance(0.2)
+        for w, got in zip(workers, answers, strict=True):   # each task sent all it got; none is left to give back
+            book.answer(w, [GrantAsk(level="resource_group", name="rg", direction="publish", held_msgs=0.0)],
+                        POLICIES)
+            assert got.msgs >= 0
+        return answers
+    micro_batch(0.0)
+    micro_batch(1.5)          # away 1.3 s, longer than a window: micro-batch workers all the same
+    first = micro_batch(3.0)[0]
+    assert first.chunk_msgs == pytest.approx(LIMIT / 16) and first.msgs == pytest.approx(LIMIT / 16)

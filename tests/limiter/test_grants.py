@@ -380,6 +380,33 @@ def test_a_micro_batch_workers_catch_up_lasts_through_the_asks_that_draw_it() ->
         pytest.approx(500)
 
 
+def test_a_micro_batch_worker_away_for_longer_than_a_window_is_one_all_the_same() -> None:
+    """A stream whose period is longer than a window (a driver that commits each micro-batch, a busy host): each
+    worker runs a task of a few tenths of a second and is away for over a window. It comes back to a newcomer's
+    bucket, but as a micro-batch worker -- it takes the window's room, and its debt is repaid when it leaves (taken
+    for a newcomer, it repaid it with its next task's first grants, the window full of them at the micro-batch's
+    end). Not one that gave back all it was granted (it asked ahead of any work), nor one away for longer than
+    ``RETURNING_WINDOWS`` windows, nor one that said goodbye."""
+    w = GrantWindow(1.0, burst_s=0.5)
+    for holder in ("A", "B", "C", "D"):
+        assert w.grant(holder, 60, 1000, 0.0, fair_chunk=60, rate_per_s=1000) == 60
+    w.give_back("A", 0, 0.3)        # sent all of it
+    w.give_back("B", 60, 0.3)       # sent none of it
+    w.give_back("C", 0, 0.3)
+    w.give_back("D", 0, 0.3)
+    w.leave("D")                    # its participant said goodbye
+    assert w.grant("A", 600, 1000, 1.7, fair_chunk=600, rate_per_s=1000) == 600   # the window's room, not 500
+    assert w.returning("A", 1.7) and w.micro_batch_workers(1.7) == 1
+    # a newcomer: its bucket alone, half a second of its fair 500 a second
+    assert w.grant("B", 600, 1000, 1.7, fair_chunk=600, rate_per_s=1000) == pytest.approx(250)
+    assert not w.returning("B", 1.7)
+    w.grant("D", 10, 1000, 1.7, fair_chunk=10, rate_per_s=1000)
+    assert not w.returning("D", 1.7)
+    assert not w.returning("C", 12.0)
+    w.grant("C", 10, 1000, 12.0, fair_chunk=10, rate_per_s=1000)   # back after eleven windows: a newcomer
+    assert not w.returning("C", 12.0)
+
+
 def test_a_leaver_in_debt_is_granted_it_at_once_even_beyond_the_window() -> None:
     """A task's last send overdrew its pool: the debt is granted at the give-back, not at the worker's next task --
     the spends were made, and the window counted them late, full a micro-batch later while the sends it had seen
