@@ -15,12 +15,14 @@ chunk_s`` times the asker's fraction of what was granted in the window instead):
 worth of its fair share per ask, so a participant sending steadily below the limit asks about 4-6 times a second;
 while the limit binds, an answer short of the ask says to come back after ``max(RETRY_MIN_S, askers / pace)``, and
 the limit's asks stay near ``pace`` however many participants share it (measured on Spark: 21-38 grant requests a
-second for each of two to four workers while the limit binds, 5.2-5.7 at 60 % of it). A micro-batch worker
-(``GrantWindow.returning``) that says the send its producers make gets ``SENDS_A_CHUNK`` (3) of those sends an ask
-if that is more, within its share of the whole window: sixteen of them, fair chunks of 15.6 for sends of 25, drew
-a task of 62 in four or five asks, and where Spark's gaps stretched to 0.4-0.6 s the micro-batch drew the window's
-room so late that its end, and the next gap, came after the window had slid (simulated: 0.947 of the limit; 0.986
-so). ``pace`` is
+second for each of two to four workers while the limit binds, 5.2-5.7 at 60 % of it). A micro-batch worker's
+(``GrantWindow.returning``) share is among the stream's micro-batch workers (``micro_batch_workers``), not this
+window's askers alone -- a stream whose period is longer than a window finds none of them in it at a micro-batch's
+start, and its first askers were told chunks of 125-250 for tasks of 62 -- and one that says the send its
+producers make gets ``SENDS_A_CHUNK`` (3) of those sends an ask if that is more, within that share of the whole
+window: sixteen of them, fair chunks of 15.6 for sends of 25, drew a task of 62 in four or five asks, and where
+Spark's gaps stretched to 0.4-0.6 s the micro-batch drew the window's room so late that its end, and the next gap,
+came after the window had slid (simulated: 0.947 of the limit; 0.988 so). ``pace`` is
 ``MAX_ASKS_PER_S``, or the limit's part of this process's budget of asks when more than 20 limits are busy (at the
 default budget) (``controlplane.ask_pace``: 50 limits of 20 participants at their ceilings drew 5,000 asks a second,
 more than a core answers), but never fewer than ``ASKS_A_PERIOD`` (2) a period from each asker. A limit is stretched
