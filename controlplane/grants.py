@@ -449,19 +449,19 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
     if proportional and total > 0:   # Pulsar's: everyone keeps its fraction of what was granted in the window
         rate_per_s = min(rate_per_s, capacity / period_s * max(window.granted_to(holder, now) / total, 1 / capacity))
         share = rate_per_s * period_s / capacity
-    chunk = capacity * min(1.0, chunk_s / period_s) * share
-    send = ask.send_msgs if dim == "msgs" else 0.0
-    if window.returning(holder, now):
+    micro_batch = window.returning(holder, now)
+    if micro_batch:
         # a micro-batch worker's share is among the stream's workers, not this window's askers alone: a stream whose
         # period is longer than a window finds none of them in it at a micro-batch's start, and its first askers
         # took 125-250 each for tasks of 62 -- held until their tasks ended, while the last tasks waited
         share = min(share, 1 / max(1, window.micro_batch_workers(now)))
-        chunk = capacity * min(1.0, chunk_s / period_s) * share
-        if send > 0:
-            # it draws its catch-up SENDS_A_CHUNK sends an ask, within its share of the window: with sixteen
-            # workers a fair chunk is 15.6 for sends of 25, a task of 62 took four or five asks, and where Spark's
-            # gaps stretch (a busy host, a slow commit) the window's room at each micro-batch's start was drawn late
-            chunk = max(chunk, min(SENDS_A_CHUNK * send, capacity * share))
+    chunk = capacity * min(1.0, chunk_s / period_s) * share
+    send = ask.send_msgs if dim == "msgs" else 0.0
+    if micro_batch and send > 0:
+        # it draws its catch-up SENDS_A_CHUNK sends an ask, within its share of the window: with sixteen workers a
+        # fair chunk is 15.6 for sends of 25, a task of 62 took four or five asks, and where Spark's gaps stretch (a
+        # busy host, a slow commit) the window's room at each micro-batch's start was drawn late
+        chunk = max(chunk, min(SENDS_A_CHUNK * send, capacity * share))
     cap = None
     if learning:   # what it brought along; a participant that brings none: a static split, itself included
         was = safe_was_per_s if safe_was_per_s > 0 else capacity / period_s / max(2, askers)
