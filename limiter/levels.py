@@ -205,6 +205,24 @@ class PublishLimits:
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
+    def coming_msgs(self) -> dict[tuple[Level, str], float]:
+        """(level, name) -> the messages its live producers said are in hand to send (``Producer.will_send``)
+        and have not sent yet -- only for limiters every live producer of which says it: what one that never said
+        will send is not known."""
+        coming: dict[tuple[Level, str], float] = {}
+        unknown: set[tuple[Level, str]] = set()
+        with self._lock:
+            producers = list(self._producers)
+        for producer in producers:
+            msgs = producer.coming_msgs
+            for limiter in producer.limiters:
+                key = (limiter.level, limiter.name)
+                if msgs is None:
+                    unknown.add(key)
+                else:
+                    coming[key] = coming.get(key, 0.0) + msgs
+        return {key: msgs for key, msgs in coming.items() if key not in unknown}
+
     def paths(self) -> dict[tuple[Level, str], list[tuple[tuple[Level, str], ...]]]:
         """(level, name) -> for each live producer bound to that limiter, the other limiters it passes (a send
         passes all of a producer's)."""

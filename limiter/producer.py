@@ -24,6 +24,11 @@ one send ahead of its share. ``most_per_acquire()`` says how large a send keeps 
 (a 40th) of the tightest limit per period over its levels: 25 messages at 1,000 msgs/s. The Spark helpers split
 larger batches into sends of that size; with no binding limit nothing is split.
 
+Sends that are coming: ``will_send(msgs)`` says a batch of ``msgs`` is in hand, to go in the sends that follow;
+each charge counts it down (``coming_msgs``). A shared limit's pool asks for what is coming in one answer, not a send
+or three at a time: a Spark task's 62 rows (sends of 25, 25 and 12) are its whole micro-batch, and each ask of a
+worker whose process runs fifteen others on two cores waits tens of milliseconds for its thread.
+
 Consistency rules: resuming wakes every waiter that registered before it; a waiter woken by resume may send
 even if another waiter's send pauses the producer again before it runs (lazy throttling: one send per resume
 round per waiter, the debt carried by the buckets); a waiter woken by its timeout while still paused returns
@@ -111,6 +116,7 @@ class Producer:
         self._capacity_lock = threading.Lock()  # makes check-then-mark of the on/off reasons one step
         # (when, msgs) of its last send refused while paused: the send it waits to make (``waiting_send``)
         self._refused: tuple[int, float] = (-1, 0.0)
+        self._coming_msgs: float | None = None   # what ``will_send`` said is in hand, less what was charged since
 
     @property
     def limiters(self) -> tuple[PublishRateLimiter, ...]:
@@ -151,6 +157,18 @@ class Producer:
             return False
         self._charge(msgs, bytes)
         return True
+
+    def will_send(self, msgs: float) -> None:
+        """A batch of ``msgs`` messages is in hand, to go in this producer's next sends (each charge counts it down;
+        a new batch replaces what is left of the last): its shared limits' pools ask for it in one answer."""
+        if isinstance(msgs, bool) or not isinstance(msgs, int | float) or not 0 <= msgs < math.inf:
+            raise ValueError(f"msgs must be a number of messages >= 0, got {msgs!r}")
+        self._coming_msgs = float(msgs)
+
+    @property
+    def coming_msgs(self) -> float | None:
+        """The messages ``will_send`` said are in hand that were not charged yet (None: it never said)."""
+        return self._coming_msgs
 
     def waiting_send(self, since_ns: int) -> float | None:
         """The messages of the send it was last refused, if that was at or after ``since_ns`` (it waits to make
@@ -217,6 +235,8 @@ class Producer:
     def _charge(self, msgs: float, bytes: float) -> None:
         for limiter in self._limiters:
             limiter.handle_publish_throttling(self, msgs, bytes)
+        if self._coming_msgs:   # (after the charge: a pool read between the two over-asks, it does not under-ask)
+            self._coming_msgs = max(0.0, self._coming_msgs - msgs)
 
     # --- waiting ------------------------------------------------------------------------------------------
 

@@ -142,3 +142,21 @@ def test_paths_name_the_other_limiters_each_live_producer_of_a_limiter_passes(li
     assert sorted((Level.TOPIC, "acme/web/clicks") in p for p in tenant) == [False, True]
     assert all((Level.TENANT, "acme") not in p for p in tenant)      # not itself
     assert clicks and views
+
+
+def test_coming_msgs_adds_up_what_each_live_producer_has_in_hand_per_limiter(limits):
+    a, b = limits.producer("acme/web/clicks"), limits.producer("acme/web/views")
+    c = limits.producer("acme/web/clicks")
+    a.will_send(62)
+    b.will_send(40)
+    coming = limits.coming_msgs()
+    assert coming[(Level.TOPIC, "acme/web/views")] == 40
+    assert (Level.TOPIC, "acme/web/clicks") not in coming   # one of its producers never said: not known
+    assert (Level.TENANT, "acme") not in coming
+    c.will_send(10)
+    coming = limits.coming_msgs()
+    assert coming[(Level.TOPIC, "acme/web/clicks")] == 72 and coming[(Level.TENANT, "acme")] == 112
+    del a   # a producer gone (its task ended): what it said is no longer coming
+    assert limits.coming_msgs()[(Level.TOPIC, "acme/web/clicks")] == 10
+    c.acquire(10)
+    assert limits.coming_msgs()[(Level.TOPIC, "acme/web/clicks")] == 0   # said, and all of it sent

@@ -295,3 +295,25 @@ def test_a_split_that_holds_left_with_a_hair_of_a_token_releases_its_producer_wh
     assert late.paused
     clock.advance(0.02)                                                # its throttling target refilled
     assert not late.paused
+
+
+def test_will_send_says_what_is_coming_and_each_charge_counts_it_down(clock):
+    p, _ = make(clock, Rate(msgs=1000))
+    assert p.coming_msgs is None   # never said: not known
+    p.will_send(62)
+    for expected in (37.0, 12.0, 0.0):
+        assert p.try_acquire(25 if expected else 12)
+        assert p.coming_msgs == expected
+    p.will_send(40)
+    p.will_send(30)          # a new batch replaces what was left of the last
+    assert p.acquire(100)    # more than was said: nothing below zero
+    assert p.coming_msgs == 0.0
+
+
+@pytest.mark.parametrize("bad", [-1, math.inf, math.nan, True, "62", None])
+def test_will_send_refuses_what_is_no_number_of_messages(clock, bad):
+    p, _ = make(clock)
+    p.will_send(5)
+    with pytest.raises(ValueError, match="msgs must be a number of messages >= 0"):
+        p.will_send(bad)
+    assert p.coming_msgs == 5.0   # (what it said before stands)
