@@ -193,6 +193,7 @@ class Participant:
         """Every limiter of a shared limit, as the grant keeper sees it now."""
         applier, out = self.applier, []
         paths, paused = self.limits.paths(), self.limits.producer_counts(paused_only=True)
+        coming = self.limits.coming_msgs()
         for lim in self.limits.limiters():
             limit = applier.pooled(lim.level, PUBLISH, lim.name)
             if limit is not None and lim.capacity is not None:
@@ -202,7 +203,7 @@ class Participant:
                                 lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ())),
                                 adaptive=full is not None and full.adaptive_floor_per_s is not None,
                                 read_balance=lim.balance, charged_s=_seconds(lim.charged_ns()),
-                                send_msgs=lim.send_msgs()))
+                                send_msgs=lim.send_msgs(), coming_msgs=coming.get(level)))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)

@@ -12,7 +12,9 @@ unless a batch is large beside the producer's tightest limit: it is then charged
 a 40th of that limit's second (``Producer.most_per_acquire``; 25 rows at 1,000 msgs/s, of Spark's default 10,000-row
 Arrow batches, or of ``throttle_rows``' batches of 100). Each worker sharing a limit may run up to one charge ahead
 of it, so a charge of a 10,000-row batch against a 1,000 msgs/s limit was ten seconds of it at once. With no binding
-limit (a 40th of the limit's second is at least the batch), a batch goes on whole, as one charge.
+limit (a 40th of the limit's second is at least the batch), a batch goes on whole, as one charge. Before a sliced
+batch's first charge the helper says all its rows are coming (``Producer.will_send``): a shared limit's pool asks for
+them in one answer, not a few sends at a time.
 
 - ``throttle_rows(rows, topic)``        for ``rdd.mapPartitions`` / ``df.rdd.mapPartitions``: yields the same
                                         rows, ``batch_rows`` at a time. ``topic`` may be a function of the row
@@ -147,6 +149,10 @@ def _acquired_sends(producer: Any, rows: int, nbytes: float) -> Iterator[tuple[i
         producer.acquire(msgs=rows, bytes=nbytes)
         yield 0, rows
         return
+    # a batch of several sends: its pool asks for all of it in one answer, not a few sends at a time. (Not a batch
+    # of one send: a task of many small batches -- 100 rows at 10,000 a second -- asked one batch an answer, and
+    # read 0.88 of its limit, not 0.998; said nothing, its pool asks three sends ahead)
+    producer.will_send(rows)
     step = max(1, int(step))
     for offset in range(0, rows, step):
         length = min(step, rows - offset)

@@ -22,7 +22,13 @@ start, and its first askers were told chunks of 125-250 for tasks of 62 -- and o
 producers make gets ``SENDS_A_CHUNK`` (3) of those sends an ask if that is more, within that share of the whole
 window: sixteen of them, fair chunks of 15.6 for sends of 25, drew a task of 62 in four or five asks, and where
 Spark's gaps stretched to 0.4-0.6 s the micro-batch drew the window's room so late that its end, and the next gap,
-came after the window had slid (simulated: 0.947 of the limit; 0.988 so). ``pace`` is
+came after the window had slid (simulated: 0.947 of the limit; 0.988 so). One whose producers say a batch in hand
+(``GrantAsk.coming_msgs``, ``Producer.will_send``) is granted that and its debt in one answer, within its share, and
+no more; every micro-batch worker is told its share as its chunk, which its next task's first ask wants (that ask
+goes out before its batch is in hand). Three sends a chunk, a task's last send of 12 on a debt of 9 drew 36 where it
+needed 21; finished tasks held the rest until their keepers, starved of the CPU by the running tasks, gave it back
+0.3-0.5 s later, and the next task's first ask wanted 36 for a task of 62 (simulated so, keepers 0.1-0.3 s late
+while the tasks run, gaps of 0.5-0.8 s: 0.656 of the limit before, 0.878 with both). ``pace`` is
 ``MAX_ASKS_PER_S``, or the limit's part of this process's budget of asks when more than 20 limits are busy (at the
 default budget) (``controlplane.ask_pace``: 50 limits of 20 participants at their ceilings drew 5,000 asks a second,
 more than a core answers), but never fewer than ``ASKS_A_PERIOD`` (2) a period from each asker. A limit is stretched
@@ -456,20 +462,33 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # took 125-250 each for tasks of 62 -- held until their tasks ended, while the last tasks waited
         share = min(share, 1 / max(1, window.micro_batch_workers(now)))
     chunk = capacity * min(1.0, chunk_s / period_s) * share
-    send = ask.send_msgs if dim == "msgs" else 0.0
-    if micro_batch and send > 0:
-        # it draws its catch-up SENDS_A_CHUNK sends an ask, within its share of the window: with sixteen workers a
-        # fair chunk is 15.6 for sends of 25, a task of 62 took four or five asks, and where Spark's gaps stretch (a
-        # busy host, a slow commit) the window's room at each micro-batch's start was drawn late
-        chunk = max(chunk, min(SENDS_A_CHUNK * send, capacity * share))
+    most = chunk   # what this answer grants at most
+    send, coming = (ask.send_msgs, ask.coming_msgs) if dim == "msgs" else (0.0, 0.0)
+    if micro_batch:
+        whole = capacity * share
+        if send > 0:
+            # it draws its catch-up SENDS_A_CHUNK sends an ask, within its share of the window: with sixteen workers
+            # a fair chunk is 15.6 for sends of 25, a task of 62 took four or five asks, and where Spark's gaps
+            # stretch (a busy host, a slow commit) the window's room at each micro-batch's start was drawn late
+            most = max(chunk, min(SENDS_A_CHUNK * send, whole))
+        need = coming - (held or 0.0)   # (``held`` after its give-back; negative: a debt)
+        if coming > 0 and need > 0:
+            # its producers have a batch in hand (a task's rows in one Arrow batch, cut into sends): that and its
+            # debt in one answer, within its share, and no more. Three sends a chunk, a task's last send of 12 on a
+            # debt of 9 drew 36 where it needed 21, and finished tasks held the rest until their keepers, starved of
+            # the CPU by the running tasks, gave it back 0.3-0.5 s after the tasks' end, while the micro-batch's last
+            # sends waited. (A batch of one send says nothing: ``collectors.spark``)
+            most = min(whole, need)
+        # told back its share: the next task's first ask comes before its batch is in hand (``Participant.producer``)
+        chunk = max(most, whole)
     cap = None
     if learning:   # what it brought along; a participant that brings none: a static split, itself included
         was = safe_was_per_s if safe_was_per_s > 0 else capacity / period_s / max(2, askers)
         cap = was * period_s
-    granted = window.grant(holder, wants, capacity, now, fair_chunk=chunk, rate_per_s=rate_per_s or None,
+    granted = window.grant(holder, wants, capacity, now, fair_chunk=most, rate_per_s=rate_per_s or None,
                            learning_cap=cap, fell_back=ask.fell_back,
                            asks_apart_s=apart_s if stretched else 0.0,
-                           send=send, balance=held)
+                           send=send, balance=held, coming=coming)
     askers = max(1, window.askers(now))
     retry = 0.0
     if granted < wants:
@@ -482,7 +501,7 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # window as it frees, and sooner asks moved the shares of a steady group -- the others took 7-11 intervals
         # to share a leaver's, not 6)
         if window.returning(holder, now):   # (asked first: the window's log is read only for such a worker)
-            frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, chunk))
+            frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, most))
             if frees_s > 0:
                 retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
     return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now), apart_s

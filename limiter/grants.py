@@ -359,13 +359,15 @@ class GrantWindow:
 
     def grant(self, holder: Hashable, wants: float, capacity: float, now_s: float, *, fair_chunk: float,
               rate_per_s: float | None = None, learning_cap: float | None = None, fell_back: bool = False,
-              asks_apart_s: float = 0.0, send: float = 0.0, balance: float | None = None) -> float:
+              asks_apart_s: float = 0.0, send: float = 0.0, balance: float | None = None, coming: float = 0.0
+              ) -> float:
         """Grant ``holder`` up to ``wants`` tokens now (see the module essay); returns the amount.
         ``rate_per_s``: how fast the holder wants to spend (its share is max-min fair by these); ``fell_back``: it
         ran at its fallback rate since its last ask (nothing is refilled for that time); ``asks_apart_s``: how far
         apart the holders' asks come (a window spent for no longer is them filling it at their fair rates);
         ``send``, ``balance``: the send a micro-batch worker's producers make and what its pool holds (negative: a
-        debt) -- what that send will run ahead of the grant counts at once (the module essay)."""
+        debt) -- what that send will run ahead of the grant counts at once (the module essay); ``coming``: the
+        messages its producers have in hand to send (0: not known), beyond which nothing runs ahead."""
         wants = _amount("wants", wants)
         _amount("capacity", capacity)
         self._slide(now_s)
@@ -469,7 +471,8 @@ class GrantWindow:
         if bursting and balance is not None and 0 < send <= SEND_AHEAD_SHARE * capacity:
             after = balance + amount
             if after > 0:   # it sends while it holds anything, each send whole: the last overdraws the rest
-                self._spent.ahead(holder, math.ceil(after / send - 1e-9) * send - after)
+                sends = math.ceil(after / send - 1e-9) * send
+                self._spent.ahead(holder, (min(sends, coming) if coming > 0 else sends) - after)
         return amount
 
     def _made_room(self, capacity: float) -> float:

@@ -83,6 +83,19 @@ def test_a_new_producer_finds_its_pool_filled_before_its_first_send(clock: Manua
     assert producer.try_acquire(100) and not producer.paused
 
 
+def test_a_pool_whose_producer_has_a_batch_in_hand_asks_for_all_of_it(clock: ManualClock) -> None:
+    # (the control plane grants a micro-batch worker what is coming in one answer: ``controlplane.grants``)
+    cp, (p, _) = world(clock)
+    producer = p.producer(TOPIC)                     # its first ask: a quarter second of the limit, 250
+    producer.will_send(600)
+    assert producer.try_acquire(250) and not producer.try_acquire(25)   # the pool is dry: the producer waits
+    p.grant_keeper.run_once()
+    ask = cp.grant_requests[-1].asks[0]
+    assert ask.coming_msgs == pytest.approx(350)
+    assert ask.wants_msgs == pytest.approx(350)      # all of what is coming, not a chunk of 250
+    assert [a.coming_msgs for a in cp.grant_requests[0].asks] == [0.0]   # (nothing said before its batch)
+
+
 def test_an_ask_says_its_participants_clock_when_its_spends_were_measured(clock: ManualClock) -> None:
     # (the control plane dates the spends by it, not by when the ask arrived: controlplane.ask_lag)
     cp, (p, _) = world(clock)
@@ -601,3 +614,4 @@ def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_
         asked_per_s = sum(a.name == t for a in asks) / 5.0
         assert 0.7 * per_limit_per_s <= asked_per_s <= 1.15 * per_limit_per_s, (t, asked_per_s)
     assert [p.applier.grants.asks_apart_s for p in parts] == pytest.approx([apart_s] * 5 * n)   # as the answers say
+

@@ -37,6 +37,18 @@ def test_a_batch_large_beside_the_limit_goes_on_in_slices_charged_one_by_one() -
     assert snap.admitted_bytes == pytest.approx(batch.nbytes)   # the slices' charges add up to the batch's
 
 
+def test_a_sliced_batch_says_all_its_rows_are_coming_before_its_first_slice_is_charged() -> None:
+    p, _ = producer(Rate(msgs=4_000))   # a 40th of its second: 100 rows
+    batch = pa.record_batch({"id": pa.array(range(250), pa.int64())})
+    coming = []
+    for piece in _charged_slices(p, batch, batch.num_rows, batch.nbytes, lambda b, at, n: b.slice(at, n)):
+        coming.append((piece.num_rows, p.coming_msgs))
+    assert coming == [(100, 150.0), (100, 50.0), (50, 0.0)]   # (its pool asks for the rest in one answer)
+    small = pa.record_batch({"id": pa.array(range(80), pa.int64())})
+    p, _ = producer(Rate(msgs=4_000))
+    assert len(arrow_slices(p, small)) == 1 and p.coming_msgs is None   # a batch of one send says nothing
+
+
 def test_a_bytes_limit_slices_by_the_rows_that_make_its_40th() -> None:
     batch = pa.record_batch({"id": pa.array(range(1000), pa.int64())})   # 8 bytes a row
     p, _ = producer(Rate(msgs=-1, bytes=batch.nbytes * 4))   # a 40th of its second: a tenth of the batch

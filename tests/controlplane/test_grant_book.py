@@ -7,13 +7,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from collectors.grants import OUTAGE_SWITCH_S
 from controlplane.grants import MARKER, MARKER_STALE_S, OWN_MOMENT_LAG, GrantBook, learning_s_for
 from limiter import ManualClock
 from limiter.grants import HELD_SLACK
 from limiter.policy import Level
-from protocol import GrantAsk, Outcomes, PolicySet, PolicyView, ResourceGroup, Spend
+from protocol import Grant, GrantAsk, Outcomes, PolicySet, PolicyView, ResourceGroup, Spend
 
 pytestmark = pytest.mark.unit
 
@@ -525,3 +526,40 @@ def test_a_micro_batch_workers_chunk_is_its_share_among_the_streams_workers_a_fe
     micro_batch(1.5)          # away 1.3 s, longer than a window: micro-batch workers all the same
     first = micro_batch(3.0)[0]
     assert first.chunk_msgs == pytest.approx(LIMIT / 16) and first.msgs == pytest.approx(LIMIT / 16)
+
+
+def test_a_micro_batch_worker_with_a_batch_in_hand_is_granted_it_and_its_debt_in_one_answer_and_no_more(
+        tmp_path: Path) -> None:
+    # a task of 62 rows drew three sends of 25, and held the rest until its keeper -- starved of the CPU by the
+    # running tasks -- gave it back 0.3-0.5 s after the task's end, while the micro-batch's last sends waited. Told
+    # what its producers have in hand, it is granted that and its debt, within its share
+    clock = ManualClock()
+    book = GrantBook(1.0, tmp_path, clock=clock.now_s)
+    workers = [f"w{i}" for i in range(16)]
+
+    def ask(worker: str, **fields: float) -> Grant:
+        return book.answer(worker, [GrantAsk(level="resource_group", name="rg", direction="publish",
+                                             rate_msgs_per_s=LIMIT, **fields)], POLICIES)[0]
+
+    for at in (0.0, 1.5):   # two micro-batches: each worker is a micro-batch worker after them
+        clock.advance(at - clock.now_s())
+        for w in workers:
+            ask(w, wants_msgs=62.5, send_msgs=25)
+        clock.advance(0.2)
+        for w in workers:
+            ask(w, held_msgs=0.0)
+    clock.advance(3.0 - clock.now_s())
+    batch = ask("w0", wants_msgs=62.5, send_msgs=25, coming_msgs=40, held_msgs=-9.0)
+    assert batch.msgs == pytest.approx(49.0)                 # 62.5 (three sends, within its share) without it
+    assert batch.chunk_msgs == pytest.approx(LIMIT / 16)     # told its share: the next task's first ask
+    large = ask("w1", wants_msgs=500.0, send_msgs=25, coming_msgs=500, held_msgs=0.0)
+    assert large.msgs == pytest.approx(LIMIT / 16)           # within its share of the window
+    last_send = ask("w2", wants_msgs=73.5, send_msgs=12, coming_msgs=12, held_msgs=-9.0)
+    assert last_send.msgs == pytest.approx(21.0)             # three of its sends, 36, without it
+    unknown = ask("w3", wants_msgs=73.5, send_msgs=12, held_msgs=-9.0)
+    assert unknown.msgs == pytest.approx(36.0)               # (nothing said: three of its sends)
+
+
+def test_an_ask_that_says_a_batch_of_no_number_is_refused_with_what_is_allowed() -> None:
+    with pytest.raises(ValidationError, match=r"coming_msgs[\s\S]*must be >= 0, got -5"):
+        GrantAsk(level="topic", name="a/b/c", direction="publish", wants_msgs=1, coming_msgs=-5)
