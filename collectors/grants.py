@@ -9,8 +9,8 @@ chunks, up to the limit per period. The hot path never waits on the network: a p
 and is paused, like any throttled producer, only when the pool is empty.
 
 The ``GrantKeeper`` thread keeps the pools filled (``run_once``, every ``POLL_S`` -- longer when its rounds are
-long, so that they take at most ``MAX_DUTY`` of a core -- and whenever a limiter throttles a producer or a
-producer goes away):
+long, so that they take at most ``MAX_DUTY`` of a core, and ``QUIET_S`` while no pool has a producer or holds
+anything -- and whenever a producer or dispatcher comes, a limiter throttles a producer, or a producer goes away):
 
 - a pool below half its chunk that admitted something since the last round, or with a producer waiting, asks for
   a chunk (plus its debt, if the first send of a task overdrew it); the control plane answers with what is free and
@@ -86,7 +86,7 @@ from .outcomes import OutcomeLog
 from .share_rows import NONE, ShareRows
 from .spends import SpendLog
 
-__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "BURST_IDLE_S", "POLL_S", "MAX_DUTY", "beat_s",
+__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "BURST_IDLE_S", "POLL_S", "QUIET_S", "MAX_DUTY", "beat_s",
            "OUTAGE_SWITCH_S", "SAFE_BURST_S", "SOONEST_RETRY_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S",
            "ASK_TIMEOUT_PER_LIMIT_S", "ask_timeout_s", "HELD_UP_HEADROOM"]
 
@@ -97,6 +97,10 @@ IDLE_S = 0.5            # a pool that admitted nothing this long gives its token
 # ... or this long, one whose sends come in bursts a quiet spell of IDLE_S or more apart (see the essay)
 BURST_IDLE_S = 0.1
 POLL_S = 0.02
+# a keeper whose pools' producers are all gone and whose tokens are all given back waits this long for its next
+# round, unless woken (a new producer, a throttle, a new dispatcher): sixteen idle Python workers on two cores polled
+# 800 times a second, CPU that Spark's driver and the next micro-batch's tasks did not get
+QUIET_S = 0.5
 # the soonest a limit answered short is asked again: the control plane says when its window frees, which may be
 # sooner than a round (a round's phase against that moment cost a micro-batch stream 10-20 ms of every window)
 SOONEST_RETRY_S = 0.005
@@ -352,6 +356,7 @@ class GrantKeeper:
         self.asks = 0
         self.returns = 0
         self.failures = 0
+        self.quiet = False   # its last round found nothing to watch: no producer on any pool, nothing held
 
     def wake(self) -> None:
         self._wake.set()
@@ -387,7 +392,9 @@ class GrantKeeper:
             # (read before the round's CPU is taken: a look at every limit's retry, counted in the keeper's duty)
             due_s = self.grants.next_due_s(self._now_s())
             wait_s = beat_s(self.poll_s, time.thread_time() - started)
-            if wait_s <= self.poll_s:   # (a cheap round: one sooner, when an answer said to come back sooner)
+            if self.quiet:
+                wait_s = max(wait_s, QUIET_S)
+            elif wait_s <= self.poll_s:   # (a cheap round: one sooner, when an answer said to come back sooner)
                 wait_s = min(wait_s, max(SOONEST_RETRY_S, due_s))
 
     def run_once(self) -> int:
@@ -399,13 +406,16 @@ class GrantKeeper:
 
     def _round(self) -> int:
         now = self._now_s()
+        self.quiet = False
         if self.grants.outage_since is not None:
             self._refresh()   # the outage rules move with time; retrying is the reporter's, with its backoff
             return 0
         asks: list[tuple[GrantAsk, Pool]] = []
         seen = set()
+        quiet = True
         for pool in self._pools():
             seen.add(pool.key)
+            quiet = quiet and pool.producers == 0
             row = self.spends.look(pool.key, pool.balance, now, pool.charged_s)   # (its row, shared with the answers)
             moved_at = self._moved_at(row, pool.admitted, now, pool.waiting or pool.held_up)
             held = tuple(max(0.0, b or 0.0) for b in pool.balance)
@@ -497,6 +507,7 @@ class GrantKeeper:
         self.grants.forget(keep)
         self.spends.forget(keep)
         self.outcomes.forget(keep)
+        self.quiet = quiet and not asks   # (a give-back just sent: quiet from the next round on)
         if not asks:
             return 0
         try:

@@ -152,6 +152,7 @@ class Participant:
         self.applier.refresh()
         if self.grant_keeper is not None:
             self._fill()
+            self.grant_keeper.wake()   # (a keeper with nothing to watch waits QUIET_S: its pools want it at its beat)
         return dispatcher
 
     def report_outcome(self, topic: str, outcome: Outcome | str, n: float = 1,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import math
+import threading
+import time
 
 import pytest
 
@@ -615,3 +617,47 @@ def test_busy_limits_share_the_control_planes_budget_of_asks_and_still_hold_and_
         assert 0.7 * per_limit_per_s <= asked_per_s <= 1.15 * per_limit_per_s, (t, asked_per_s)
     assert [p.applier.grants.asks_apart_s for p in parts] == pytest.approx([apart_s] * 5 * n)   # as the answers say
 
+
+def test_a_keeper_with_nothing_to_watch_is_quiet_until_a_producer_comes(clock: ManualClock) -> None:
+    # sixteen idle Python workers on two cores polled 800 times a second: CPU that Spark's driver and the next
+    # micro-batch's tasks did not get. A keeper whose pools have no producer and hold nothing waits QUIET_S
+    _, (p, _) = world(clock)
+    keeper = p.grant_keeper
+    producer = p.producer(TOPIC)
+    assert producer.try_acquire(100)
+    clock.advance(0.02)
+    keeper.run_once()
+    assert not keeper.quiet                     # a producer on its pool
+    del producer
+    clock.advance(0.02)
+    assert keeper.run_once() == 1 and not keeper.quiet   # gives back what it holds: quiet from the next round on
+    clock.advance(0.02)
+    assert keeper.run_once() == 0 and keeper.quiet
+    again = p.producer(TOPIC)                  # (it wakes the keeper; here, with no thread, runs a round itself)
+    assert again.limiters and not keeper.quiet
+
+
+@pytest.mark.timeout(20)
+def test_a_quiet_keepers_thread_rounds_come_quiet_s_apart_and_a_wake_brings_one_at_once() -> None:
+    from collectors.grants import POLL_S, QUIET_S, GrantKeeper, Grants
+
+    rounds: list[float] = []
+    came = threading.Event()
+
+    def pools() -> list:
+        rounds.append(time.monotonic())
+        came.set()
+        return []
+
+    keeper = GrantKeeper("p", Grants(time.monotonic), pools, lambda request: [], lambda: None, time.monotonic)
+    keeper.start()
+    try:
+        assert came.wait(5)
+        came.clear()
+        assert not came.wait(10 * POLL_S)      # nothing to watch: no round at its 20-ms beat
+        assert keeper.quiet
+        keeper.wake()
+        assert came.wait(5)                    # woken (a producer came): a round at once
+        assert rounds[-1] - rounds[-2] < QUIET_S
+    finally:
+        keeper.stop()
