@@ -134,7 +134,8 @@ holding nothing is granted 190 for sends of 25 -- it sends eight, 200, 10 ahead;
 less than the spends' bound let it before. Not grants in whole sends (190 -> 200 here, or nothing where not one
 fits, as an exact limiter's acquire waits): the window held as well (1.05-1.075x simulated), but the last sends of
 each micro-batch waited for room for all of theirs, and the stream used 1-4 points less of its limit on the
-benchmark.
+benchmark. One whose producers say what they have in hand (``coming``: a batch cut into sends) runs ahead of its
+grant by no more than that: granted 62 for a task of 62 in sends of 25, 25 and 12, nothing runs ahead.
 
 ``learning_cap``: after a control-plane restart the table knows nothing of the tokens the participants are
 spending on the old process's grants or their fallback rates; until everyone has been heard from, a holder gets
