@@ -86,8 +86,8 @@ from .outcomes import OutcomeLog
 from .share_rows import NONE, ShareRows
 from .spends import SpendLog
 
-__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "BURST_IDLE_S", "POLL_S", "QUIET_S", "MAX_DUTY", "beat_s",
-           "OUTAGE_SWITCH_S", "SAFE_BURST_S", "SOONEST_RETRY_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S",
+__all__ = ["Grants", "GrantKeeper", "Pool", "NOTHING", "IDLE_S", "BURST_IDLE_S", "POLL_S", "QUIET_S", "MAX_DUTY",
+           "beat_s", "OUTAGE_SWITCH_S", "SAFE_BURST_S", "SOONEST_RETRY_S", "DEFAULT_CHUNK_S", "ASK_TIMEOUT_S",
            "ASK_TIMEOUT_PER_LIMIT_S", "ask_timeout_s", "HELD_UP_HEADROOM"]
 
 log = logging.getLogger(__name__)
