@@ -45,6 +45,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
+from .checks import at_least_zero
 from .clock import Clock, Scheduler, SystemClock, scheduler_for
 from .publish import PublishRateLimiter
 from .throttle import ThrottleReason, ThrottleTracker
@@ -161,9 +162,7 @@ class Producer:
     def will_send(self, msgs: float) -> None:
         """A batch of ``msgs`` messages is in hand, to go in this producer's next sends (each charge counts it down;
         a new batch replaces what is left of the last): its shared limits' pools ask for it in one answer."""
-        if isinstance(msgs, bool) or not isinstance(msgs, int | float) or not 0 <= msgs < math.inf:
-            raise ValueError(f"msgs must be a number of messages >= 0, got {msgs!r}")
-        self._coming_msgs = float(msgs)
+        self._coming_msgs = float(at_least_zero("msgs", msgs, unit="messages"))
 
     @property
     def coming_msgs(self) -> float | None:

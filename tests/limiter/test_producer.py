@@ -314,6 +314,6 @@ def test_will_send_says_what_is_coming_and_each_charge_counts_it_down(clock):
 def test_will_send_refuses_what_is_no_number_of_messages(clock, bad):
     p, _ = make(clock)
     p.will_send(5)
-    with pytest.raises(ValueError, match="msgs must be a number of messages >= 0"):
+    with pytest.raises(ValueError, match="msgs must be a finite number of messages >= 0, got "):
         p.will_send(bad)
     assert p.coming_msgs == 5.0   # (what it said before stands)
