@@ -3,10 +3,10 @@ grants, tokens given back when a task ends, the outage rules."""
 
 from __future__ import annotations
 
-import gc
 import math
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -189,8 +189,9 @@ def test_demand_that_hops_between_workers_uses_the_whole_limit(clock: ManualCloc
         producer = p.producer(TOPIC)
         admitted += send(clock, parts, [producer], 0.7)
         clock.advance(0.001)        # its last send: a producer paused on the dry pool is released by the grant
-        del producer
-        gc.collect()                                                   # the task's producer is gone
+        gone = weakref.ref(producer)
+        del producer                                                   # the task's producer is gone
+        assert gone() is None                                          # (with its last reference, as in a worker)
         for q in parts:
             q.grant_keeper.run_once()                                  # ... and its tokens go back at once
         assert p.limits.limiter(Level.TOPIC, TOPIC).balance()[0] <= 1e-3
