@@ -28,6 +28,13 @@ A pool whose producers all say what they have in hand (``Producer.will_send``: t
 rows) asks for all of it, less what it holds, whenever it asks, and says it (``coming``): the control plane grants a
 micro-batch worker that in one answer, within its share (``controlplane.grants``). A keeper's thread gets the CPU
 late while sixteen tasks run on two cores: every ask a task saves is a tenth of a second or more of its micro-batch.
+Once all of it is charged, the pool asks nothing ahead: its task may be over. After each task PySpark's worker runs
+a full garbage collection (``gc.collect()`` in its daemon's loop), which holds the GIL -- 40-50 ms of CPU in a
+worker that has pyarrow, pandas and this library loaded, 0.1-0.5 s on two cores running sixteen tasks -- and the
+keeper can neither give back nor read an answer until it ends. Traced on the 16-worker stream whose driver commits
+each micro-batch, one task in ten had its keeper ask a chunk ahead just after its last send; what was granted (39
+tokens, mostly) came back 0.3-0.46 s later, the window full all that while and the micro-batch's last tasks waiting
+on it. The next batch says itself, and its first charge, if the pool is dry, wakes the keeper.
 Each ask also says how fast the pool wants to spend (the control plane's fair split is max-min by these): the whole
 limit while a producer waits on it, else what it spends. A pool whose last ask said "the whole limit" and on which
 no producer waits any more says what it spends at once, not at its next need. A trickle beside a greedy worker (a
@@ -446,6 +453,9 @@ class GrantKeeper:
             spent_per_s = self._spent_per_s(row, pool.admitted, now)
             # a pool spent whole at each read (dispatch) that is empty is hungry: its reads shrank to what it had
             hungry = pool.waiting or (pool.eager and any(b is not None and b <= 0 for b in pool.balance))
+            # every batch its producers said they have in hand is charged: it asks nothing ahead (their task may be
+            # over -- see the essay); the next batch says itself, and its first charge wakes the keeper if it is dry
+            sent_all = pool.coming_msgs == 0.0
             wants = [0.0, 0.0]
             for i, b in enumerate(pool.balance):
                 if b is None:
@@ -456,7 +466,8 @@ class GrantKeeper:
                 # run dry under one that does, and throttle reads it has room for)
                 own = (fair[i] if spent_per_s is None or i == 1 or pool.eager
                        else min(fair[i], spent_per_s * DEFAULT_CHUNK_S))
-                if hungry or (b < (own if pool.eager else own / 2) and (pool.eager or moved_at == now)):
+                if hungry or (b < (own if pool.eager else own / 2) and (pool.eager or moved_at == now)
+                              and not sent_all):
                     wants[i] = (fair[i] if hungry else own) - min(b, 0.0) - max(b, 0.0) * (not hungry)
                 if i == 0 and wants[0] > 0 and pool.coming_msgs is not None:
                     # asking, with a batch in hand: all of it (the control plane grants a micro-batch worker what is
