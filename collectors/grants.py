@@ -116,7 +116,8 @@ OUTAGE_SWITCH_S = 0.5   # after this long unreachable, a pool gives way to the s
 # the safe rate's bucket holds this many seconds of it: each micro-batch's first send finds it full after the gap,
 # and a tenth held the second after a control-plane restart at 1.1-1.2x the limit (a hundredth: 1.0-1.05). A pool
 # back from an outage carries over what the split held, and a hundredth is too little to bridge an ask that hangs:
-# a producer then waits until the ask's timeout (ASK_TIMEOUT_S) puts the split back -- at most that, once
+# a producer then waits until the ask's timeout (ASK_TIMEOUT_S) puts the split back -- at most that, once. (The
+# split holds a token more, the one it releases a producer at: the hundredth is room for what refills meanwhile.)
 SAFE_BURST_S = 0.01
 DEFAULT_CHUNK_S = 0.25  # the first ask of a limit: this many seconds of the whole limit (the answer says more)
 ASK_TIMEOUT_S = 2 * DEFAULT_CHUNK_S   # a grant ask unanswered this long: the outage rules, from when it was sent

@@ -22,14 +22,15 @@ old limiter did). Every queue operation and the task's scheduling happen under `
 never takes: a producer cannot be left throttled with no task to wake it.
 
 Live changes (``update_rate``): bucket rates and capacities change in place (no tokens lost or invented; see
-bucket.py). A limit that is raised or removed unthrottles every queued producer at once; a lowered one
-re-plans the task from the new throttling duration. A bucket holds one period of its limit (capacity = limit)
-unless ``update_rate(rate, burst_s=...)`` says how many seconds of the rate it may hold: a participant's
-static part of a shared limit holds a hundredth of a second of it, since N participants' bursts add up (at
-least 1 token, never more than one period). A limiter that is one participant's part of a shared limit -- a pool
-(``capacity``), or a static split (``hold_when_dry``) -- holds a producer that comes while it has less than one
-token, before it sends (``hold_if_dry``): there, Pulsar's free first send of a new producer would be one per
-Spark task, and N workers' would add up in the shared limit's window.
+bucket.py). A limit that is raised or removed unthrottles every queued producer at once; a lowered one re-plans the
+task from the new throttling duration. A bucket holds one period of its limit (capacity = limit) unless
+``update_rate(rate, burst_s=...)`` says how many seconds of the rate it may hold: a participant's static part of a
+shared limit holds a hundredth of a second of it, since N participants' bursts add up (at least 1 token, never more
+than one period). One that holds (below) holds a token more: it releases a producer at one token, and the hundredth
+above it is room for what refills while the producer wakes up (the bucket's essay). A limiter that is one
+participant's part of a shared limit -- a pool (``capacity``), or a static split (``hold_when_dry``) -- holds a
+producer that comes while it has less than one token, before it sends (``hold_if_dry``): there, Pulsar's free first
+send of a new producer would be one per Spark task, and N workers' would add up in the shared limit's window.
 
 Worked example: rate 10 msgs/s, capacity 10, full. A producer sends 12 messages in one call: tokens -2, it is
 throttled and queued, the task is scheduled after (1 - -2) / 10 = 0.3 s (target 1 token). At 0.3 s the bucket
@@ -343,7 +344,8 @@ class PublishRateLimiter:
         if pool:
             capacity = pool
         elif self._burst_s is not None and self._burst_s < period_s:
-            capacity = max(limit * self._burst_s / period_s, min(limit, 1.0))
+            least = min(limit, 1.0) if self._holds else 0.0   # (the token a holding limiter releases at, and room)
+            capacity = min(limit, max(least + limit * self._burst_s / period_s, min(limit, 1.0)))
         if bucket is None:
             dim.bucket = AsyncTokenBucket(rate=limit, capacity=capacity, period_s=period_s,
                                           initial_tokens=0 if pool else None,   # a pool holds only what is granted

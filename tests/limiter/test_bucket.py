@@ -97,15 +97,21 @@ def test_balance_goes_negative_and_throttling_duration_targets_one_resolution_of
     assert b.throttling_duration_s() == 0.0
 
 
-def test_throttling_duration_target_is_never_above_the_capacity(clock):
-    # a bucket that holds 5 tokens (0.01 s of 500/s) is due back when it is full, not when it would hold 8 (one
-    # resolution tick of refill): else it would sit full and lose 3 tokens of refill every time it is throttled
+def test_throttling_duration_target_keeps_a_ticks_refill_of_room_below_a_small_capacity(clock):
+    # a bucket that holds 5 tokens (0.01 s of 500/s) is due back at one token: not when it would hold 8 (one
+    # resolution tick of refill), which it cannot hold, and not when full either -- the producer sends a little
+    # after it is due, and what refilled meanwhile overflowed a full bucket at every wake-up
     b = bucket(clock, rate=500, capacity=5, resolution_s=0.016)
     b.consume(100)
     assert b.tokens() == -95
-    assert b.throttling_duration_s() == pytest.approx(0.2)
-    clock.advance(0.2)
-    assert b.tokens() == 5
+    assert b.throttling_duration_s() == pytest.approx(0.192)
+    clock.advance(0.192)
+    assert b.tokens() == 1
+    # a larger one aims a tick's refill below its capacity (12 - 8 = 4 tokens), a large one at a tick's refill (8)
+    for capacity, target in ((12, 4), (20, 8)):
+        b = bucket(clock, rate=500, capacity=capacity, resolution_s=0.016)
+        b.consume(100 + capacity)
+        assert b.throttling_duration_s() == pytest.approx((100 + target) / 500)
 
 
 def test_throttling_duration_target_is_at_least_one_token(clock):
