@@ -64,13 +64,10 @@ Consistency rules
 
 Throttling duration
 -------------------
-0 while the bucket has tokens; otherwise the time to refill to the target, ``(target - tokens) * period / rate``.
-The target is one tick's refill, ``max(resolution * rate / period, 1)`` tokens: aiming a little above zero avoids
-waking a producer for a bucket that is empty again within the same tick. A small bucket aims lower, down to one
-token (or its capacity if that is less), so as to keep a tick's refill of room below its capacity: the producer
-sends some time after it is due (the timer's thread, then its own, each waiting its turn for the GIL), and what
-refills meanwhile must find room, not overflow. Due when full, a static split of 100 msgs/s holding one token lost
-every late wake-up's refill, 4-6 % of its rate in a Spark worker.
+0 while the bucket has tokens; otherwise the time to refill to ``max(resolution * rate / period, 1)`` tokens (a
+tick's refill: no waking a producer for a bucket empty again within the tick), ``(target - tokens) * period /
+rate``. A small bucket aims lower, down to one token, to keep a tick's refill of room below its capacity: what
+refills while a producer wakes up late (the timer's thread, then its own, waiting for the GIL) must not overflow.
 
 Worked example (rate=10, period_s=1, capacity=100, initial_tokens=0, resolution_s=0.016)
 ---------------------------------------------------------------------------------------
@@ -209,10 +206,7 @@ class AsyncTokenBucket:
         if balance > 0:
             return 0.0
         rate_per_ns = self._rate / self._period_ns
-        # (a tick's refill below the capacity, down to one token: a bucket that holds less than the target would sit
-        # full, wasting its refill, until the target's time -- a tenth of a second of 500/s held 5 tokens and waited
-        # for 8, 3 % of its rate -- and one due when full loses the refill of every late wake-up)
-        tick = self._resolution_ns * rate_per_ns
+        tick = self._resolution_ns * rate_per_ns   # (due full: a 1-token split of 100/s lost 4-6 % to late wake-ups)
         target = max(min(max(tick, 1.0), self._capacity - tick), min(1.0, self._capacity))
         return (target - balance) / rate_per_ns / NS_PER_S
 
