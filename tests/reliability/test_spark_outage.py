@@ -1,10 +1,11 @@
-"""The control plane down for 30 s under a running Spark job: the job keeps its last limits, drops nothing, and
+"""The control plane down for 12 s under a running Spark job: the job keeps its last limits, drops nothing, and
 resumes reporting.
 
 A local[2] job (``spark_outage_job.py``, its own process and JVM: the test takes the control plane away, which the
 session-wide SparkSession of tests/spark must keep) sends ``ROWS`` ids through ``collectors.spark.throttle_rows``
 under a topic limit of ``LIMIT`` msgs/s, shared by its two Python workers (two participants). Once both report,
-the control plane is killed (SIGKILL), stays down ``OUTAGE_S`` = 30 s, and comes back on the same port and data.
+the control plane is killed (SIGKILL), stays down ``OUTAGE_S`` = 12 s (six times the workers' longest backoff), and
+comes back on the same port and data.
 
 Shown: every id arrives exactly once; during the outage the job runs at the limit (within 5 %): each worker spends
 the tokens it was granted, then runs at the static split the control plane last answered (the limit / 2 workers),
@@ -33,7 +34,7 @@ from .spark_outage_job import APP_ID
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(300)]
 TOPIC = "reliability/outage/orders"
 LIMIT = 200.0           # msgs/s over the whole job
-OUTAGE_S = 30.0
+OUTAGE_S = 12.0
 BEFORE_S = 4.0          # steady running before the kill
 ROWS = int(LIMIT * (BEFORE_S + OUTAGE_S + 10))
 
@@ -58,7 +59,7 @@ def wait_for(predicate: Any, timeout_s: float, what: str, proc: subprocess.Popen
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
-def test_control_plane_down_30s_under_a_running_spark_job(tmp_path: Path) -> None:
+def test_control_plane_down_12s_under_a_running_spark_job(tmp_path: Path) -> None:
     if shutil.which("java") is None:
         pytest.skip("Spark tests need Java 17 or 21 on PATH (`java` was not found)")
     cp = RestartableControlPlane(tmp_path / "cp", ["--report-interval", "0.5"])

@@ -87,11 +87,11 @@ def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path, procfile
             match = re.search(pattern, text, re.M)
             return float(match.group(1)) if match else 0.0
 
-        # the admitted rate over 15 s, from the counters Prometheus would scrape
+        # the admitted rate over 10 s, from the counters Prometheus would scrape
         targets = {("topic", "acme/web/clicks"): 150, ("tenant", "acme"): 600, ("resource_group", "rg-etl"): 400}
         start = {t: admitted_total(*t) for t in targets}
         started = time.time()
-        time.sleep(15)
+        time.sleep(10)
         elapsed = time.time() - started
         for target, limit in targets.items():
             rate = (admitted_total(*target) - start[target]) / elapsed
