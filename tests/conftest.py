@@ -6,6 +6,17 @@ import pytest
 
 from limiter import ManualClock
 
+LAYERS = ("unit", "integration", "spark", "browser", "prometheus")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test is in a layer: ``make test`` runs the unit layer on every core at once and the others one at a
+    time, and ``-m unit`` picks a layer -- a test in none would run with the slow ones and in no layer's choice."""
+    loose = [item.nodeid for item in items if not any(item.get_closest_marker(layer) for layer in LAYERS)]
+    if loose:
+        raise pytest.UsageError(f"{len(loose)} tests are in no layer; mark each one of {', '.join(LAYERS)} "
+                                f"(a module's pytestmark, or a test's own mark): {', '.join(loose[:10])}")
+
 
 @pytest.fixture
 def clock() -> ManualClock:

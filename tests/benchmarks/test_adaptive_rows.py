@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from benchmarks.bench_adaptive import (
     PHASES,
     SHIFTS_S,
@@ -15,6 +17,8 @@ from benchmarks.bench_adaptive import (
     rows_for,
     silent_shares,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def _figures(reach_0: float, after_mean: float, reach_1: float) -> dict[str, float]:

@@ -17,6 +17,8 @@ import pytest
 from benchmarks import common
 from benchmarks.__main__ import call_run, discover
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

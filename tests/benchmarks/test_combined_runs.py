@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.shared.windows import combined
+
+pytestmark = pytest.mark.unit
 
 
 def test_repeated_runs_show_each_figures_median_and_the_worst_window_of_all() -> None:

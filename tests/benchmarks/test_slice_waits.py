@@ -10,6 +10,8 @@ import pytest
 
 from benchmarks.shared.kinds import _charged, _Pacer, slice_waits
 
+pytestmark = pytest.mark.unit
+
 
 class Batch:
     def __init__(self, num_rows: int, first: int = 0):

@@ -26,6 +26,8 @@ from benchmarks.shared.windows import (
     worst_window_ratio,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def steady(rate_per_s: float, t0: float, t1: float, rows: int = 100) -> list[tuple[float, float]]:
     step = rows / rate_per_s

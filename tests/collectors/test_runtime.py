@@ -228,6 +228,7 @@ def test_public_names() -> None:
     assert isinstance(Participant(RuntimeConfig(), start=False), Participant)
 
 
+@UNIT
 def test_a_limit_set_just_before_a_job_holds_from_its_first_batch(clock: ManualClock) -> None:
     """A Python worker Spark reuses across jobs knows the policies of its last answer. The admin sets a topic
     limit and starts a job at once: the first producer of that topic refreshes the policies (one round trip), so
@@ -259,6 +260,7 @@ class _Gated(InProcessControlPlane):
         return super().grant(request, timeout_s)
 
 
+@UNIT
 def test_a_new_producer_does_not_wait_for_its_pools_and_its_first_send_holds_until_they_are_filled(
         clock: ManualClock) -> None:
     """A micro-batch task's producer: its pools are asked for on the keeper's thread while the task takes its first

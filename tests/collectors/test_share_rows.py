@@ -12,6 +12,8 @@ import pytest
 from collectors.grants import GrantKeeper, Grants
 from collectors.share_rows import NONE, ShareRows
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_key_keeps_its_row_and_a_new_row_starts_at_every_columns_default() -> None:
     rows = ShareRows()

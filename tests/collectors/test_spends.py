@@ -9,6 +9,8 @@ from pydantic import ValidationError
 from collectors.spends import SpendLog
 from protocol import MAX_SPENDS, GrantAsk
 
+pytestmark = pytest.mark.unit
+
 
 def test_what_left_the_pool_between_looks_is_a_spend_deposits_are_not() -> None:
     log = SpendLog()

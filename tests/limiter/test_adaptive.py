@@ -8,6 +8,8 @@ import pytest
 
 from limiter.adaptive import AdaptiveRate, Outcome
 
+pytestmark = pytest.mark.unit
+
 
 class Clock:
     """Seconds, advanced by hand."""

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from limiter.grants import DATED_BACK_S, HELD_SLACK, GrantWindow
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_worked_example_of_the_essay() -> None:
     w = GrantWindow(1.0, burst_s=0.5)

@@ -7,6 +7,8 @@ import pytest
 from limiter.grants import HELD_SLACK, GrantWindow
 from limiter.spent import SpentWindow
 
+pytestmark = pytest.mark.unit
+
 
 def test_spends_count_from_when_they_were_spent_and_slide_out_a_window_later() -> None:
     w = SpentWindow(1.0)

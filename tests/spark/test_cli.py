@@ -12,6 +12,8 @@ import pytest
 from collectors.__main__ import build_parser, main
 from tests.controlplane.conftest import REPO
 
+pytestmark = pytest.mark.unit
+
 
 def error_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit) as exit_:

@@ -27,6 +27,8 @@ from collectors.jobs.sender import SendSettings, send_partition
 from collectors.runtime import participant, reset_participant
 from limiter.policy import Level, Rate
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(autouse=True)
 def local_participant(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:

@@ -9,6 +9,8 @@ import pytest
 
 from collectors.jobs.streaming import run_until
 
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
 LOGGER = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
 
 
