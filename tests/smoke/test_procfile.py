@@ -80,21 +80,33 @@ def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path, procfile
 
         levels = wait_for(throttled_levels, 150, "throttling at topic and tenant level in /metrics")
 
-        def admitted_total(level, name):
-            text = httpx.get(f"{url}/metrics", headers=auth, timeout=5).text
-            pattern = (r'^throttlescope_admitted_messages_total\{kind="publish",'
-                       rf'level="{level}",name="{re.escape(name)}"\}} ([0-9.e+]+)$')
-            match = re.search(pattern, text, re.M)
-            return float(match.group(1)) if match else 0.0
-
-        # the admitted rate over 10 s, from the counters Prometheus would scrape
         targets = {("topic", "acme/web/clicks"): 150, ("tenant", "acme"): 600, ("resource_group", "rg-etl"): 400}
-        start = {t: admitted_total(*t) for t in targets}
-        started = time.time()
-        time.sleep(10)
-        elapsed = time.time() - started
+
+        def admitted_totals():
+            """Every target's admitted counter from one scrape, and the moment of that scrape."""
+            before = time.monotonic()
+            text = httpx.get(f"{url}/metrics", headers=auth, timeout=5).text
+            moment = (before + time.monotonic()) / 2
+            totals = {}
+            for level, name in targets:
+                pattern = (r'^throttlescope_admitted_messages_total\{kind="publish",'
+                           rf'level="{level}",name="{re.escape(name)}"\}} ([0-9.e+]+)$')
+                match = re.search(pattern, text, re.M)
+                totals[level, name] = float(match.group(1)) if match else 0.0
+            return moment, totals
+
+        # The admitted rate over 10 s, from the counters Prometheus would scrape. A counter moves when a
+        # participant's report arrives (once a second), so a plain difference over 10 s may hold 11 reports' worth:
+        # the rate is read between the first and the last scrape that saw it move, which hold whole report intervals.
+        samples = [admitted_totals()]
+        while samples[-1][0] - samples[0][0] < 10:
+            time.sleep(0.2)
+            samples.append(admitted_totals())
         for target, limit in targets.items():
-            rate = (admitted_total(*target) - start[target]) / elapsed
+            moved = [i for i in range(1, len(samples)) if samples[i][1][target] != samples[i - 1][1][target]]
+            assert len(moved) >= 2, (target, "its admitted counter did not move twice in 10 s")
+            (t0, first), (t1, last) = samples[moved[0]], samples[moved[-1]]
+            rate = (last[target] - first[target]) / (t1 - t0)
             assert 0 < rate <= limit * 1.1, (target, rate, limit)
         history = httpx.get(f"{url}/v1/state/history", headers=auth, timeout=5,
                             params={"level": "topic", "name": "acme/web/clicks"}).json()
