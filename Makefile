@@ -42,15 +42,17 @@ run-replicated: $(STAMP) java
 	  echo "error: redis-server was not found. On Debian/Ubuntu: sudo apt-get install -y redis-server"; exit 1; }
 	$(VENV)/bin/honcho start -f Procfile.replicated -p $${PORT:-8501}
 
-# The whole suite in two phases: the unit layer (pure, on a ManualClock) on every core at once, then every other
-# test one at a time -- they run processes and measure rates, with margins for a noisy machine, not for a second
-# test beside them. Both phases run and either fails the target. With PYTEST_ARGS, one run of what they select.
+# The whole suite in two phases: the unit layer (pure, on a ManualClock) and the tests marked parallel (they measure
+# no rate nor duration) on every core at once, a test file to a core (its module's servers start once); then every
+# other test one at a time -- they run processes and measure rates, with margins for a noisy machine, not for a
+# second test beside them. Both phases run and either fails the target. With PYTEST_ARGS, one run of what they select.
 test: $(STAMP)
 	@bash scripts/system-deps.sh
 ifeq ($(strip $(PYTEST_ARGS)),)
 	@status=0; \
-	echo "$(PY) -m pytest -m unit -n auto"; $(PY) -m pytest -m unit -n auto || status=$$?; \
-	echo "$(PY) -m pytest -m 'not unit'"; $(PY) -m pytest -m 'not unit' || status=$$?; \
+	echo "$(PY) -m pytest -m 'unit or parallel' -n auto --dist loadfile"; \
+	$(PY) -m pytest -m 'unit or parallel' -n auto --dist loadfile || status=$$?; \
+	echo "$(PY) -m pytest -m 'not unit and not parallel'"; $(PY) -m pytest -m 'not unit and not parallel' || status=$$?; \
 	exit $$status
 else
 	$(PY) -m pytest $(PYTEST_ARGS)

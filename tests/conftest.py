@@ -10,8 +10,9 @@ LAYERS = ("unit", "integration", "spark", "browser", "prometheus")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test is in a layer: ``make test`` runs the unit layer on every core at once and the others one at a
-    time, and ``-m unit`` picks a layer -- a test in none would run with the slow ones and in no layer's choice."""
+    """Every test is in a layer: ``make test`` runs the unit layer (and the tests marked ``parallel``) on every core
+    at once and the others one at a time, and ``-m unit`` picks a layer -- a test in none would run with the slow
+    ones and in no layer's choice."""
     loose = [item.nodeid for item in items if not any(item.get_closest_marker(layer) for layer in LAYERS)]
     if loose:
         raise pytest.UsageError(f"{len(loose)} tests are in no layer; mark each one of {', '.join(LAYERS)} "

@@ -10,7 +10,7 @@ import pytest
 
 from .conftest import ControlPlane
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 V2 = "/admin/v2"
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from .conftest import ADMIN, PARTICIPANT, REPO, ControlPlane, clean_env, report
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 MUTATING = {"post", "put", "delete", "patch"}
 ROLES = ("super-user", "tenant-admin", "viewer", "participant", "proxy", "proxy for tenant-admin")
 SCOPED = {"namespaces": 5, "persistent": 6, "non-persistent": 6}   # where the policy's name is in the path

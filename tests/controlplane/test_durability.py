@@ -13,7 +13,7 @@ import pytest
 
 from .conftest import ADMIN, REPO, ControlPlane, clean_env, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 V2 = "/admin/v2"
 
 

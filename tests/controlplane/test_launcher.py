@@ -11,7 +11,7 @@ import pytest
 
 from controlplane.launcher import end, env_without_settings, free_port, spawn
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
 def test_a_control_plane_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from protocol import ReportResponse
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane, report, usage
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 RG_KEY = "resource_group:publish:rg-p"
 
 

@@ -29,7 +29,7 @@ from .pulsar_admin import (
     ResourceGroup,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
 @pytest.fixture(scope="module")

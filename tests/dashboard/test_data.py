@@ -16,7 +16,7 @@ from dashboard import data
 from protocol.state import HistoryPoint, QueuesState
 from tests.controlplane.conftest import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
 def answer_json(handler: BaseHTTPRequestHandler, body: object) -> None:

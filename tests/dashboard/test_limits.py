@@ -13,7 +13,7 @@ from tests.controlplane.conftest import ADMIN
 
 from .conftest import APP, Stack, start_stack, stop_stack, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from tests.controlplane.conftest import ADMIN, PARTICIPANT
 
 from .conftest import APP, Stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
 def run(page: str | None = None) -> AppTest:

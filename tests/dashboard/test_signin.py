@@ -18,7 +18,7 @@ from tests.controlplane.conftest import ADMIN, ControlPlane
 from .conftest import APP, seed
 from .test_limits import click, limits_page
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 REVIEWS = ("rg.review", "namespace.review", "topic.review", "sub.review", "broker.review", "mq.review")
 AUTH = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "s" * 32, "client_id": "x",
         "client_secret": "y", "server_metadata_url": "http://127.0.0.1:1/.well-known/openid-configuration"}

@@ -14,7 +14,7 @@ from tests.controlplane.conftest import ADMIN, PARTICIPANT, ControlPlane, free_p
 
 from .conftest import APP
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 PAGES = ("overview", "buckets", "fairness", "offload", "limits")
 
 

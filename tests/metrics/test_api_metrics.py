@@ -14,7 +14,7 @@ from tests.controlplane.conftest import ADMIN, PARTICIPANT, ControlPlane
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
 def body(pid: str, seq: int, **more) -> dict:

@@ -35,6 +35,8 @@ from tests.controlplane.conftest import REPO, clean_env, report
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane, scrape
 
+pytestmark = pytest.mark.parallel
+
 MUTATING = {"post", "put", "delete", "patch"}
 SAMPLE = {"name": "dispatchThrottlingRateInMsg", "value": "1", "user": "u", "clientId": "c"}
 NEAR_MISSES: list[tuple[str, dict[str, str], int]] = [

@@ -29,6 +29,8 @@ from tests.controlplane.conftest import REPO, clean_env, free_port
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane
 
+pytestmark = pytest.mark.parallel
+
 SAMPLE = {"name": "dispatchThrottlingRateInMsg", "value": "1", "user": "u", "clientId": "c"}
 MIB = 1024 * 1024
 

@@ -25,7 +25,7 @@ from controlplane.store import DB_FILE
 
 from .conftest import ADMIN, ControlPlane
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 THREADS = 6
 ACKED = 120         # acknowledgements per round before the kill
 ROUNDS = 3

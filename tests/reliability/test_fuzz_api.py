@@ -58,7 +58,7 @@ from tests.controlplane.test_auth_api import kind_of, may
 
 from .conftest import ADMIN, PARTICIPANT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 EXAMPLES = {"super-user": 8, "tenant-admin": 4, "viewer": 2, "participant": 2}
 PARTICIPANT_PATHS = ("/v1/report", "/v1/goodbye", "/v1/grant")
 MUTATING = {"POST", "PUT", "DELETE", "PATCH"}
