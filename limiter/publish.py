@@ -346,7 +346,7 @@ class PublishRateLimiter:
         elif self._burst_s is not None and self._burst_s < period_s:
             room = limit * self._burst_s / period_s
             # at least a token; one that holds, the token it releases a producer at and the room above it
-            capacity = min(limit, min(limit, 1.0) + room) if self._holds else max(room, min(limit, 1.0))
+            capacity = min(limit, 1.0 + room) if self._holds else max(room, min(limit, 1.0))
         if bucket is None:
             dim.bucket = AsyncTokenBucket(rate=limit, capacity=capacity, period_s=period_s,
                                           initial_tokens=0 if pool else None,   # a pool holds only what is granted
