@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 LIMIT = 1000.0
 REPLICAS = 3
+VIEWS_AGREE_S = 2.0   # eight report intervals
 
 
 class Replica(ControlPlane):
@@ -108,13 +109,16 @@ def test_a_replica_killed_mid_run(cluster, tmp_path: Path) -> None:
         held = [r.connections() for r in replicas]
         assert sum(1 for n in held if n) >= 2, f"participants did not spread over the replicas: {held}"
         victim = replicas[max(range(REPLICAS), key=held.__getitem__)]
-        # every replica's view is the whole platform's: fresh connections (spread over the replicas by the
-        # kernel) all list the six participants
-        seen = []
-        for _ in range(9):
+        # every replica's view is the whole platform's: nine fresh connections in a row (spread over the replicas by
+        # the kernel) all list the six participants, within VIEWS_AGREE_S: a replica reads the others' reports from
+        # the stream as they come, and on a busy host one view may lag the others for a moment (CI once read 5, 5,
+        # then 6 from the next seven)
+        seen: list[int] = []
+        deadline = time.monotonic() + VIEWS_AGREE_S
+        while seen[-9:] != [6] * 9 and time.monotonic() < deadline:
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=5) as viewer:
                 seen.append(len(viewer.get("/v1/state/participants").json()["participants"]))
-        assert seen == [6] * 9, f"participants each view listed: {seen}"
+        assert seen[-9:] == [6] * 9, f"participants each view listed, in turn: {seen}"
         # an admin changes policies through the one address while a replica dies
         acknowledged: list[str] = []
 
