@@ -94,6 +94,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from limiter.policy import Rate
+from limiter.publish import RELEASE_TOKENS
 from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
 
 from .outcomes import OutcomeLog
@@ -320,12 +321,12 @@ class Grants:
 def _releasing(pool: Pool) -> bool:
     """Whether what ``pool`` holds is about to release the producers waiting on it: the deposit that filled it
     wakes them on the limiter's own thread, which may get the CPU after the keeper's next round. Each send goes while
-    the pool holds a whole token, so it holds one in every dimension, and in messages all its producers said they
-    have in hand but a token (else the send the first of them waits to make)."""
-    if pool.eager or any(b is not None and b < 1.0 for b in pool.balance):
+    the pool holds ``RELEASE_TOKENS``, so it holds that in every dimension, and in messages all its producers said
+    they have in hand but that (else the send the first of them waits to make)."""
+    if pool.eager or any(b is not None and b < RELEASE_TOKENS for b in pool.balance):
         return False
     return pool.balance[0] is None or pool.balance[0] >= (
-        pool.coming_msgs - 1.0 if pool.coming_msgs else pool.send_msgs)
+        pool.coming_msgs - RELEASE_TOKENS if pool.coming_msgs else pool.send_msgs)
 
 
 def _safe(limited: bool, per_s: float) -> float:

@@ -55,7 +55,7 @@ from .counter import ExactCounter
 from .policy import Level, Rate
 from .throttle import ThrottleReason, ThrottleTracker
 
-__all__ = ["PublishRateLimiter", "LimiterSnapshot", "BucketSnapshot", "QueueEntry", "REASON_BY_LEVEL"]
+__all__ = ["PublishRateLimiter", "LimiterSnapshot", "BucketSnapshot", "QueueEntry", "REASON_BY_LEVEL", "RELEASE_TOKENS"]
 
 REASON_BY_LEVEL = {
     Level.BROKER: ThrottleReason.BROKER_RATE,
@@ -67,6 +67,9 @@ REASON_BY_LEVEL = {
 # with no producer waiting, a limiter says the largest of the sends its last few waiting producers were queued with
 # (``send_msgs``): a Spark task's last send is its rows' remainder, and the next task sends whole ones again
 WAITED_REMEMBERED = 8
+# a limiter that holds (``hold_if_dry``) holds a producer while it has less than this many tokens in a dimension, and
+# releases its queue's head at this many: a whole message or byte (a new pool holds a hair of a token)
+RELEASE_TOKENS = 1.0
 
 
 class Throttleable(Protocol):
@@ -202,7 +205,7 @@ class PublishRateLimiter:
         if not self._holds:
             return False
         for bucket in self._buckets():
-            if bucket.tokens() < 1:    # (less than one message or byte: dry; a new pool holds a hair of a token)
+            if bucket.tokens() < RELEASE_TOKENS:    # (dry: a new pool holds a hair of a token)
                 self._throttle(producer, msgs, bytes)
                 return True
         return False
@@ -236,7 +239,7 @@ class PublishRateLimiter:
             # Release from the head while the buckets hold tokens, spending each producer's last send as an
             # estimate of its next one. The head always goes when there are any tokens, however large its send.
             # (one that holds releases on a whole token, as ``hold_if_dry`` holds below one: no spin on a hair)
-            least = 1.0 if self._holds else 1e-12
+            least = RELEASE_TOKENS if self._holds else 1e-12
             while self._queue and (msgs_left is None or msgs_left >= least) and (bytes_left is None
                                                                                 or bytes_left >= least):
                 ref, _, msgs, bytes = self._queue[0]
@@ -346,7 +349,7 @@ class PublishRateLimiter:
         elif self._burst_s is not None and self._burst_s < period_s:
             room = limit * self._burst_s / period_s
             # at least a token; one that holds, the token it releases a producer at and the room above it
-            capacity = min(limit, 1.0 + room) if self._holds else max(room, min(limit, 1.0))
+            capacity = min(limit, RELEASE_TOKENS + room) if self._holds else max(room, min(limit, 1.0))
         if bucket is None:
             dim.bucket = AsyncTokenBucket(rate=limit, capacity=capacity, period_s=period_s,
                                           initial_tokens=0 if pool else None,   # a pool holds only what is granted
