@@ -259,11 +259,11 @@ class Grants:
     def ask(self, key: str, wants: tuple[float, float], returns: tuple[float, float] = (0.0, 0.0),
             rate: tuple[float, float] = (0.0, 0.0), held: tuple[float | None, float | None] = (None, None),
             spent: list[Spend] | None = None, outcomes: Outcomes | None = None, send: float = 0.0,
-            coming: float = 0.0) -> GrantAsk:
+            coming: float | None = None) -> GrantAsk:
         """The ask for ``key``; ``held``/``spent``: what the pool holds after ``returns`` and spent since its last
         ask (``collectors.spends``); ``outcomes``: what the sink answered since (``collectors.outcomes``); ``send``:
         the messages of its producers' next send (what it will send ahead of the grant counts at once); ``coming``:
-        the messages they have in hand to send (``Producer.will_send``)."""
+        the messages they have in hand to send (``Producer.will_send``; None: not known, 0: all of it charged)."""
         level, direction, name = parse_limit_key(key)
         safe = self._answered(key, self._safe) or (0.0, 0.0)
         return GrantAsk(level=level, name=name, direction=direction, held_msgs=held[0], held_bytes=held[1],
@@ -271,7 +271,8 @@ class Grants:
                         rate_msgs_per_s=_tokens(rate[0]), rate_bytes_per_s=_tokens(rate[1]),
                         returns_msgs=_tokens(returns[0]), returns_bytes=_tokens(returns[1]),
                         safe_msgs_per_s=max(0.0, safe[0]), safe_bytes_per_s=max(0.0, safe[1]), outcomes=outcomes,
-                        fell_back=key in self._fell_back, send_msgs=_tokens(send), coming_msgs=_tokens(coming))
+                        fell_back=key in self._fell_back, send_msgs=_tokens(send),
+                        coming_msgs=None if coming is None else _tokens(coming))
 
     def record(self, ask: GrantAsk, grant: Grant, now: float) -> None:
         self._asks_failing_since = None
@@ -530,7 +531,7 @@ class GrantKeeper:
                 asks.append((self.grants.ask(pool.key, (wants[0], wants[1]), rate=rate, held=pool.balance,
                                              spent=self.spends.unsent(pool.key, now),
                                              outcomes=self.outcomes.take(pool.key),
-                                             send=pool.send_msgs, coming=pool.coming_msgs or 0.0), pool))
+                                             send=pool.send_msgs, coming=pool.coming_msgs), pool))
         for by_key in (self._urgent_at, self._falling):   # (the small dicts of a few limits: theirs only)
             for key in [k for k in by_key if k not in seen]:
                 del by_key[key]

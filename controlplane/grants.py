@@ -463,7 +463,7 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         share = min(share, 1 / max(1, window.micro_batch_workers(now)))
     chunk = capacity * min(1.0, chunk_s / period_s) * share
     most = chunk   # what this answer grants at most
-    send, coming = (ask.send_msgs, ask.coming_msgs) if dim == "msgs" else (0.0, 0.0)
+    send, coming = (ask.send_msgs, ask.coming_msgs) if dim == "msgs" else (0.0, None)
     if micro_batch:
         whole = capacity * share
         if send > 0:
@@ -471,8 +471,8 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
             # a fair chunk is 15.6 for sends of 25, a task of 62 took four or five asks, and where Spark's gaps
             # stretch (a busy host, a slow commit) the window's room at each micro-batch's start was drawn late
             most = max(chunk, min(SENDS_A_CHUNK * send, whole))
-        need = coming - (held or 0.0)   # (``held`` after its give-back; negative: a debt)
-        if coming > 0 and need > 0:
+        need = (coming or 0.0) - (held or 0.0)   # (``held`` after its give-back; negative: a debt)
+        if coming and need > 0:
             # its producers have a batch in hand (a task's rows in one Arrow batch, cut into sends): that and its
             # debt in one answer, within its share, and no more. Three sends a chunk, a task's last send of 12 on a
             # debt of 9 drew 36 where it needed 21, and finished tasks held the rest until their keepers, starved of

@@ -181,9 +181,10 @@ class GrantAsk(StrictModel):
         "The messages of its producers' next send: the one a producer waits on it to make, else the largest of the "
         "last few that waited (0: not known). With held_msgs: a send is charged whole, and what it will overdraw "
         "beyond the grant counts against the limit's next asks at once"))
-    coming_msgs: NonNeg = Field(0, description=(
-        "The messages its producers have in hand to send in their next sends, a batch cut into sends (0: not "
-        "known). A micro-batch worker is granted them and its debt in one answer, within its share"))
+    coming_msgs: NonNeg | None = Field(None, description=(
+        "The messages its producers have in hand to send in their next sends, a batch cut into sends (left out: "
+        "not known; 0: all of it is charged, and no send runs ahead of the grant). A micro-batch worker is granted "
+        "them and its debt in one answer, within its share"))
     spent: list[Spend] = Field(default_factory=list, max_length=MAX_SPENDS,
                                description="What it spent since its last ask, oldest first")
     outcomes: Outcomes | None = Field(None, description="What the sink answered since its last ask (an adaptive "

@@ -95,7 +95,7 @@ def test_a_pool_whose_producer_has_a_batch_in_hand_asks_for_all_of_it(clock: Man
     ask = cp.grant_requests[-1].asks[0]
     assert ask.coming_msgs == pytest.approx(350)
     assert ask.wants_msgs == pytest.approx(350)      # all of what is coming, not a chunk of 250
-    assert [a.coming_msgs for a in cp.grant_requests[0].asks] == [0.0]   # (nothing said before its batch)
+    assert [a.coming_msgs for a in cp.grant_requests[0].asks] == [None]   # (nothing said before its batch)
 
 
 def test_a_pool_whose_producers_charged_all_they_said_asks_nothing_ahead(clock: ManualClock) -> None:

@@ -260,6 +260,32 @@ def test_a_micro_batch_workers_send_ahead_of_its_grant_counts_against_the_next_a
     assert 750 + (a + 10) + b == pytest.approx(1000 * (1 + HELD_SLACK))   # A sends 200: its 190 and 10 ahead
 
 
+def test_a_micro_batch_worker_with_nothing_more_in_hand_runs_nothing_ahead() -> None:
+    """A task's last ask (a token, to tell its spends) after all its batch was charged: taken for a worker about to
+    make a whole send, it counted a send of 25 ahead of its token until its give-back -- the next asker got 24 less,
+    23 times in three runs of the 4-task stream. Told it has nothing more in hand (``coming`` 0), nothing runs
+    ahead; one that says nothing (None) is still taken to make its send."""
+
+    def next_asker_after_a_last_ask(coming: float | None) -> float:
+        w = GrantWindow(1.0)
+        for holder, t in (("A", 0.0), ("B", 0.001)):
+            w.report(holder, 0.0, [], t)
+            w.grant(holder, 1000, 1000, t, fair_chunk=1000, rate_per_s=1000)
+        for holder in ("A", "B"):
+            w.report(holder, 0, [(0.1, 500 if holder == "A" else 250)], 0.2)
+            w.give_back(holder, 0, 0.2)
+        w.report("A", 0.0, [], 1.01)
+        w.grant("A", 190, 1000, 1.01, fair_chunk=190, rate_per_s=1000, send=25.0, balance=0.0, coming=190.0)
+        w.report("A", 0.0, [(1.02, 190.0)], 1.03)   # its batch sent, all it was granted
+        w.grant("A", 1.0, 1000, 1.04, fair_chunk=190, rate_per_s=1000, send=25.0, balance=0.0, coming=coming)
+        w.report("B", 0.0, [], 1.05)
+        return w.grant("B", 1000, 1000, 1.05, fair_chunk=1000, rate_per_s=1000)
+
+    nothing_more, not_known = next_asker_after_a_last_ask(0.0), next_asker_after_a_last_ask(None)
+    assert nothing_more - not_known == pytest.approx(24.0)   # a send of 25 ahead of its token, or nothing
+    assert nothing_more == pytest.approx(1000 * (1 + HELD_SLACK) - 750 - 191)
+
+
 def test_a_send_ahead_counts_only_for_a_reporting_holder_and_until_its_next_report() -> None:
     w = SpentWindow(1.0)
     w.ahead("stranger", 10)                        # (never reported: its grants alone bound it)
