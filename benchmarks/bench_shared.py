@@ -9,7 +9,9 @@ one shared limit (1,000 msgs/s; one stream 10,000) and runs through ``mapInArrow
 task recording every admitted batch (``shared/kinds.py``); ``shared/windows.py`` turns the records into the
 figures:
 
-- mean admitted / limit over the measuring span (after ``WARMUP_S``), goal >= 0.97 where demand exceeds it;
+- mean admitted / limit over the measuring span (after ``WARMUP_S``), goal >= 0.97 where demand exceeds it (a
+  workload that runs the ``none`` kind measures its demand: Spark's own pace with no limiter; where that is below
+  the limit, ours' goal is 0.97 of it);
 - the worst 1-s window / limit (windows start at every admission, so none is missed), goal <= 1.05 plus one
   acquire (``one_acquire``: ours sends 0.025 of the limit at a time, the others each 100-row batch, 0.1; at
   the one stream under 10,000 msgs/s each sends 100 rows, 0.01);
@@ -26,7 +28,8 @@ figures:
 A stream whose mean has a goal runs ``STREAM_REPEATS`` times a kind: its row is the median, the spread in the note.
 
 Kinds: ``ours`` (the helpers, a shared policy), ``static`` (limit / tasks per task), ``redis`` (``limits``' moving
-window on Redis), and on the two applications ``redis-sliced`` (Redis charged in ours' slices, ``shared/kinds.py``).
+window on Redis), on the two applications ``redis-sliced`` (Redis charged in ours' slices, ``shared/kinds.py``), and
+on the workloads whose demand may not exceed the limit ``none`` (no limiter: Spark's own pace).
 Cost per acquire, here: a producer's ``acquire`` against a Redis ``hit``. Replicas: Bench(3).
 """
 

@@ -9,7 +9,9 @@
   acquire is retried every ``REDIS_RETRY_S``); its limit can be changed live (``redis_limit_key``);
 - ``redis-sliced``: the same, each batch charged as ours charges it -- in slices of at most a 40th of the limit's
   second (``limiter.producer.ACQUIRE_SHARE``), each passed on when acquired: what a comparison owes to the size of
-  an acquire rather than to the limiter (Redis charges a 100-row batch whole: a tenth of 1,000 a second).
+  an acquire rather than to the limiter (Redis charges a 100-row batch whole: a tenth of 1,000 a second);
+- ``none``: no limiter at all, each batch passed on as it comes: Spark's own pace on the workload, what the job
+  would send with no limit -- its demand. Where that is below the limit, no limiter can admit the limit.
 
 ``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as ``<unix time>
 <rows> <seconds it waited for the limiter>`` (and, for a task held to a pace, the batch the rows came from, counted
@@ -29,7 +31,7 @@ from typing import Any
 
 __all__ = ["arrow_fn", "slice_waits", "KINDS", "REDIS_RETRY_S", "redis_limit_key", "cost_per_acquire_s"]
 
-KINDS = ("ours", "static", "redis", "redis-sliced")
+KINDS = ("ours", "static", "redis", "redis-sliced", "none")
 HELPERS = ("arrow", "rows")   # ours' helper: ``throttle_arrow``, or ``throttle_rows`` over the batches' rows
 REDIS_RETRY_S = 0.002
 LIMIT_REFRESH_S = 1.0   # a Redis limiter's tasks read its live limit this often (the control plane's report interval)
@@ -165,6 +167,10 @@ def _static_acquire(key: str, limit_per_task: float) -> Callable[[int], None]:
     return lambda rows: producer.acquire(msgs=rows)
 
 
+def _unlimited(rows: int) -> None:
+    """No limiter: every acquire goes through at once (the ``none`` kind)."""
+
+
 def _partition() -> int:
     from pyspark import TaskContext
 
@@ -205,6 +211,8 @@ def arrow_fn(kind: str, topics: tuple[str, ...], log_dir: str, *, limit_per_s: f
             if kind == "ours":
                 from collectors.spark import throttle_arrow
                 charged = throttle_arrow(topic)
+            elif kind == "none":
+                charged = _charged(_unlimited, None)
             else:
                 charged = _charged(_static_acquire(redis_key, limit_per_s / tasks) if kind == "static"
                                    else _redis_acquire(redis_url, limit_per_s, redis_key), most)

@@ -279,6 +279,39 @@ def test_a_streams_mean_row_says_where_the_rest_of_the_limit_went() -> None:
     assert mean["note"] == "unused: 0.10 points while no task ran, 0.20 while a task waited"
 
 
+def test_where_sparks_own_pace_is_below_the_limit_ours_is_to_admit_097_of_that_pace() -> None:
+    """Sixteen Python workers on two cores: with no limiter at all the job sent 0.86 of the limit, and a goal of
+    0.97 of the limit was no limiter's to meet. Where the same run measured the job's demand (the ``none`` kind),
+    ours' goal is 0.97 of it -- of the limit where the demand exceeds the limit."""
+    from benchmarks.shared.workloads import Workload, rows_for
+    stream = Workload("stream, 1 topic, 16 workers", "topic", ("ours", "redis", "none"), partitions=16)
+    figures = {"mean": 0.85, "worst": 1.04, "runs": 3, "mean_low": 0.8, "mean_high": 0.86}
+
+    def mean_row(kind: str, r: dict, own_pace: float | None) -> dict:
+        return next(row for row in rows_for(stream, kind, "local[2]", r, own_pace=own_pace)
+                    if row["name"].endswith("mean admitted / limit"))
+    slow = mean_row("ours", figures, own_pace=0.86)
+    assert (slow["goal"], slow["ok"]) == ("0.834-1.075", True)
+    assert slow["note"].endswith("Spark's own pace (no limiter, this run): 0.860 of the limit, the goal 0.97 of it")
+    assert mean_row("ours", {**figures, "mean": 0.80}, own_pace=0.86)["ok"] is False
+    fast = mean_row("ours", figures, own_pace=1.3)   # demand above the limit: 0.97 of the limit
+    assert (fast["goal"], fast["ok"]) == ("0.97-1.075", False)
+    assert mean_row("ours", figures, own_pace=None)["goal"] == "0.97-1.075"   # not measured: as before
+    none = mean_row("none", {"mean": 0.86, "worst": 2.0}, own_pace=0.86)
+    assert (none["goal"], none["ok"], none["note"]) == ("", None, "no limiter: Spark's own pace, the job's demand")
+
+
+def test_the_none_kind_passes_every_batch_on_at_once_and_records_it(tmp_path) -> None:
+    import pyarrow as pa
+
+    from benchmarks.shared.kinds import arrow_fn
+    from benchmarks.shared.windows import read_waits
+    fn = arrow_fn("none", ("t",), str(tmp_path), limit_per_s=10)   # ten times the limit, in one go
+    batches = [pa.RecordBatch.from_pydict({"v": list(range(50))}) for _ in range(2)]
+    assert [b.num_rows for b in fn(iter(batches))] == [50, 50]
+    assert [(rows, waited < 0.01) for _, rows, waited in read_waits(tmp_path)] == [(50, True), (50, True)]
+
+
 def test_a_pattern_locked_to_the_window_leaves_no_room_while_spark_is_between_tasks() -> None:
     """Redis's shape: the whole limit in one lump at the start of each second, while a task runs, and nothing
     until the lump slides out: no room is ever free, whenever Spark pauses."""
