@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from limiter.adaptive import Outcome, checked_outcome
 from limiter.clock import Clock, ManualClock, SystemClock, ThreadScheduler
 from limiter.dispatch import Dispatcher
-from limiter.levels import PublishLimits
+from limiter.levels import Bound, PublishLimits
 from limiter.mutation import MutationQuota, MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
 from limiter.policy import Level
@@ -193,18 +193,18 @@ class Participant:
     def _pools(self) -> list[Pool]:
         """Every limiter of a shared limit, as the grant keeper sees it now."""
         applier, out = self.applier, []
-        paths, paused = self.limits.paths(), self.limits.producer_counts(paused_only=True)
-        coming = self.limits.coming_msgs()
+        bound = self.limits.bound()
         for lim in self.limits.limiters():
             limit = applier.pooled(lim.level, PUBLISH, lim.name)
             if limit is not None and lim.capacity is not None:
-                level, full = (lim.level, lim.name), applier.limit(lim.level, PUBLISH, lim.name)
-                out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, len(paths.get(level, ())),
-                                lim.queue_length() > 0, paused.get(level, 0) > 0, lim.admitted()[0], lim.balance(),
-                                lim.deposit, ceiling_msgs_per_s=self._ceiling(paths.get(level, ())),
+                full = applier.limit(lim.level, PUBLISH, lim.name)
+                b = bound.get((lim.level, lim.name)) or Bound(coming_msgs=None)
+                out.append(Pool(limit_key(lim.level.value, PUBLISH, lim.name), limit, b.producers,
+                                lim.queue_length() > 0, b.paused > 0, lim.admitted()[0], lim.balance(),
+                                lim.deposit, ceiling_msgs_per_s=self._ceiling(b.paths),
                                 adaptive=full is not None and full.adaptive_floor_per_s is not None,
                                 read_balance=lim.balance, charged_s=_seconds(lim.charged_ns()),
-                                send_msgs=lim.send_msgs(), coming_msgs=coming.get(level)))
+                                send_msgs=lim.send_msgs(), coming_msgs=b.coming_msgs))
         dispatchers = self.dispatch.dispatcher_counts()
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)

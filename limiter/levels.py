@@ -27,8 +27,9 @@ out normally (the old limiter still unthrottles its queue).
 ``initial_rate`` (optional): ``fn(level, name) -> Rate | None`` gives a limiter its rate when it is created, so
 a limiter made between two control-plane answers starts at the last known local share instead of unlimited
 (None: the default above). It is called under the registry's lock: it must be quick and must not call back
-into this object. ``producer_counts()`` tells, per (level, name), how many live producers are bound to it (the
-participant runtime turns a limiter's throttle time into the fraction of time its producers were paused).
+into this object. ``bound()`` tells, per (level, name), what its live producers say, read in one pass: how many
+there are and how many are paused (the participant runtime turns a limiter's throttle time into the fraction of
+time its producers were paused), the other limiters each passes, and what they have in hand to send.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .clock import Clock, Scheduler, SystemClock, scheduler_for
 from .policy import Level, PolicyError, Rate, resolve
@@ -43,7 +45,7 @@ from .producer import Producer
 from .publish import LimiterSnapshot, PublishRateLimiter
 from .registry import limiter_for
 
-__all__ = ["PublishLimits", "split_topic", "resource_group_for"]
+__all__ = ["PublishLimits", "Bound", "split_topic", "resource_group_for"]
 
 BROKER_NAME = "broker"
 
@@ -68,6 +70,22 @@ def resource_group_for(topic: str, attached: Callable[[Level, str], str | None])
         if group is not None:
             return group, level, target
     return None
+
+
+Key = tuple[Level, str]
+
+
+@dataclass
+class Bound:
+    """The live producers bound to one limiter (``PublishLimits.bound``): how many, how many are paused (by
+    whichever level), for each the other limiters it passes (a send passes all of a producer's), and the messages
+    they said are in hand to send and did not send yet (``Producer.will_send``; None unless every one said: what
+    one that never said will send is not known)."""
+
+    producers: int = 0
+    paused: int = 0
+    paths: list[tuple[Key, ...]] = field(default_factory=list)
+    coming_msgs: float | None = 0.0
 
 
 class PublishLimits:
@@ -191,49 +209,39 @@ class PublishLimits:
         with self._lock:
             return list(self._limiters.values())
 
-    def producer_counts(self, paused_only: bool = False) -> dict[tuple[Level, str], int]:
-        """(level, name) -> number of live producers bound to that limiter (``paused_only``: of those paused now,
-        by whichever level)."""
-        counts: dict[tuple[Level, str], int] = {}
+    def bound(self) -> dict[Key, Bound]:
+        """(level, name) -> what the live producers bound to that limiter say (``Bound``), in one pass over them."""
         with self._lock:
             producers = list(self._producers)
-        for producer in producers:
-            if paused_only and not producer.paused:
-                continue
-            for limiter in producer.limiters:
-                key = (limiter.level, limiter.name)
-                counts[key] = counts.get(key, 0) + 1
-        return counts
-
-    def coming_msgs(self) -> dict[tuple[Level, str], float]:
-        """(level, name) -> the messages its live producers said are in hand to send (``Producer.will_send``)
-        and have not sent yet -- only for limiters every live producer of which says it: what one that never said
-        will send is not known."""
-        coming: dict[tuple[Level, str], float] = {}
-        unknown: set[tuple[Level, str]] = set()
-        with self._lock:
-            producers = list(self._producers)
-        for producer in producers:
-            msgs = producer.coming_msgs
-            for limiter in producer.limiters:
-                key = (limiter.level, limiter.name)
-                if msgs is None:
-                    unknown.add(key)
-                else:
-                    coming[key] = coming.get(key, 0.0) + msgs
-        return {key: msgs for key, msgs in coming.items() if key not in unknown}
-
-    def paths(self) -> dict[tuple[Level, str], list[tuple[tuple[Level, str], ...]]]:
-        """(level, name) -> for each live producer bound to that limiter, the other limiters it passes (a send
-        passes all of a producer's)."""
-        with self._lock:
-            producers = list(self._producers)
-        out: dict[tuple[Level, str], list[tuple[tuple[Level, str], ...]]] = {}
+        out: dict[Key, Bound] = {}
         for producer in producers:
             keys = [(limiter.level, limiter.name) for limiter in producer.limiters]
+            paused, msgs = producer.paused, producer.coming_msgs
             for key in keys:
-                out.setdefault(key, []).append(tuple(k for k in keys if k != key))
+                b = out.get(key)
+                if b is None:
+                    b = out[key] = Bound()
+                b.producers += 1
+                b.paused += paused
+                b.paths.append(tuple(k for k in keys if k != key))
+                b.coming_msgs = None if msgs is None or b.coming_msgs is None else b.coming_msgs + msgs
         return out
+
+    def producer_counts(self, paused_only: bool = False) -> dict[Key, int]:
+        """(level, name) -> number of live producers bound to that limiter (``paused_only``: of those paused now,
+        by whichever level; only the limiters that have one)."""
+        counts = {key: b.paused if paused_only else b.producers for key, b in self.bound().items()}
+        return {key: n for key, n in counts.items() if n or not paused_only}
+
+    def coming_msgs(self) -> dict[Key, float]:
+        """(level, name) -> the messages its live producers said are in hand to send (``Producer.will_send``)
+        and have not sent yet -- only for limiters every live producer of which says it."""
+        return {key: b.coming_msgs for key, b in self.bound().items() if b.coming_msgs is not None}
+
+    def paths(self) -> dict[Key, list[tuple[Key, ...]]]:
+        """(level, name) -> for each live producer bound to that limiter, the other limiters it passes (a send
+        passes all of a producer's)."""
+        return {key: b.paths for key, b in self.bound().items()}
 
     def snapshots(self) -> list[LimiterSnapshot]:
         return [limiter.snapshot() for limiter in self.limiters()]
