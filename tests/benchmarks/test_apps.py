@@ -12,8 +12,8 @@ pytestmark = pytest.mark.integration   # (a driver process of its own)
 
 
 def test_a_driver_that_fails_stops_the_run_with_what_it_said(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match=r"kind must be one of \('ours', 'static', 'redis', 'redis-sliced'\), "
-                       r"got 'nope'"):
+    with pytest.raises(RuntimeError, match=r"kind must be one of \('ours', 'static', 'redis', 'redis-sliced', "
+                       r"'none'\), got 'nope'"):
         apps.run([apps.App("nope", "t/n/a")], "http://127.0.0.1:9", "token", tmp_path, tmp_path, 1.0)
 
 

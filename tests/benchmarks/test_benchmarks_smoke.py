@@ -368,7 +368,7 @@ def test_a_partial_run_keeps_the_full_runs_caption_and_says_when_its_rows_were_m
      "'stream, one executor killed' runs on cluster only, and --where says local[2]"),
     (["--only", "stream, 3 topics, resource group, 4 tasks", "--kind", "redis"],
      "'stream, 3 topics, resource group, 4 tasks' is run by ours only, and --kind says redis"),
-    (["--kind", "none"], "invalid choice: 'none'"),
+    (["--kind", "nothing"], "invalid choice: 'nothing'"),
 ])
 def test_the_shared_benchmark_refuses_a_selection_that_would_run_nothing(
         argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:

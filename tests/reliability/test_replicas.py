@@ -109,16 +109,21 @@ def test_a_replica_killed_mid_run(cluster, tmp_path: Path) -> None:
         held = [r.connections() for r in replicas]
         assert sum(1 for n in held if n) >= 2, f"participants did not spread over the replicas: {held}"
         victim = replicas[max(range(REPLICAS), key=held.__getitem__)]
-        # every replica's view is the whole platform's: nine fresh connections in a row (spread over the replicas by
-        # the kernel) all list the six participants, within VIEWS_AGREE_S: a replica reads the others' reports from
-        # the stream as they come, and on a busy host one view may lag the others for a moment (CI once read 5, 5,
-        # then 6 from the next seven)
-        seen: list[int] = []
-        deadline = time.monotonic() + VIEWS_AGREE_S
-        while seen[-9:] != [6] * 9 and time.monotonic() < deadline:
+        # every replica's view is the whole platform's: once one view lists the six participants (within
+        # VIEWS_AGREE_S: a replica reads the others' reports from the stream as they come, and on a busy host CI once
+        # read 5, 5, then 6), the next nine fresh connections (spread over the replicas by the kernel) all do. (Nine
+        # in a row within the 2 s: a busy CI host took 2 s for eight views, each on a fresh connection)
+        def view() -> int:
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=5) as viewer:
-                seen.append(len(viewer.get("/v1/state/participants").json()["participants"]))
-        assert seen[-9:] == [6] * 9, f"participants each view listed, in turn: {seen}"
+                return len(viewer.get("/v1/state/participants").json()["participants"])
+
+        seen = [view()]
+        deadline = time.monotonic() + VIEWS_AGREE_S
+        while seen[-1] != 6 and time.monotonic() < deadline:
+            seen.append(view())
+        agreed = len(seen)
+        seen += [view() for _ in range(9)]
+        assert seen[agreed - 1:] == [6] * 10, f"participants each view listed, in turn: {seen}"
         # an admin changes policies through the one address while a replica dies
         acknowledged: list[str] = []
 
