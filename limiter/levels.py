@@ -233,16 +233,6 @@ class PublishLimits:
         counts = {key: b.paused if paused_only else b.producers for key, b in self.bound().items()}
         return {key: n for key, n in counts.items() if n or not paused_only}
 
-    def coming_msgs(self) -> dict[Key, float]:
-        """(level, name) -> the messages its live producers said are in hand to send (``Producer.will_send``)
-        and have not sent yet -- only for limiters every live producer of which says it."""
-        return {key: b.coming_msgs for key, b in self.bound().items() if b.coming_msgs is not None}
-
-    def paths(self) -> dict[Key, list[tuple[Key, ...]]]:
-        """(level, name) -> for each live producer bound to that limiter, the other limiters it passes (a send
-        passes all of a producer's)."""
-        return {key: b.paths for key, b in self.bound().items()}
-
     def snapshots(self) -> list[LimiterSnapshot]:
         return [limiter.snapshot() for limiter in self.limiters()]
 

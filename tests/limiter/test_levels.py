@@ -137,7 +137,7 @@ def test_levels_are_used_where_they_belong(limits):
 
 def test_paths_name_the_other_limiters_each_live_producer_of_a_limiter_passes(limits):
     clicks, views = limits.producer("acme/web/clicks"), limits.producer("acme/web/views")
-    tenant = limits.paths()[(Level.TENANT, "acme")]
+    tenant = limits.bound()[(Level.TENANT, "acme")].paths
     assert len(tenant) == 2                                            # one path per producer
     assert sorted((Level.TOPIC, "acme/web/clicks") in p for p in tenant) == [False, True]
     assert all((Level.TENANT, "acme") not in p for p in tenant)      # not itself
@@ -149,14 +149,14 @@ def test_coming_msgs_adds_up_what_each_live_producer_has_in_hand_per_limiter(lim
     c = limits.producer("acme/web/clicks")
     a.will_send(62)
     b.will_send(40)
-    coming = limits.coming_msgs()
+    coming = {key: b.coming_msgs for key, b in limits.bound().items()}
     assert coming[(Level.TOPIC, "acme/web/views")] == 40
-    assert (Level.TOPIC, "acme/web/clicks") not in coming   # one of its producers never said: not known
-    assert (Level.TENANT, "acme") not in coming
+    assert coming[(Level.TOPIC, "acme/web/clicks")] is None   # one of its producers never said: not known
+    assert coming[(Level.TENANT, "acme")] is None
     c.will_send(10)
-    coming = limits.coming_msgs()
+    coming = {key: b.coming_msgs for key, b in limits.bound().items()}
     assert coming[(Level.TOPIC, "acme/web/clicks")] == 72 and coming[(Level.TENANT, "acme")] == 112
     del a   # a producer gone (its task ended): what it said is no longer coming
-    assert limits.coming_msgs()[(Level.TOPIC, "acme/web/clicks")] == 10
+    assert limits.bound()[(Level.TOPIC, "acme/web/clicks")].coming_msgs == 10
     c.acquire(10)
-    assert limits.coming_msgs()[(Level.TOPIC, "acme/web/clicks")] == 0   # said, and all of it sent
+    assert limits.bound()[(Level.TOPIC, "acme/web/clicks")].coming_msgs == 0   # said, and all of it sent
