@@ -20,6 +20,7 @@ pytestmark = pytest.mark.integration
 
 LIMIT = 1000.0
 WINDOW_S = 4 * INTERVAL_S
+WINDOW_STEP_S = 0.5   # windows overlap: each 0.25-s bin lies in two of them
 
 
 def _group(cp, name: str, namespace: str, msgs: float, strategy: str | None = None) -> None:
@@ -29,7 +30,7 @@ def _group(cp, name: str, namespace: str, msgs: float, strategy: str | None = No
         assert admin.put(f"/admin/v2/namespaces/{namespace}/resourcegroup/{name}").status_code == 204
 
 
-def _windows(t0: float, t1: float, step: float = 0.5) -> list[tuple[float, float]]:
+def _windows(t0: float, t1: float, step: float = WINDOW_STEP_S) -> list[tuple[float, float]]:
     out, t = [], t0
     while t + WINDOW_S <= t1 + 1e-9:
         out.append((t, t + WINDOW_S))
@@ -80,12 +81,14 @@ def test_four_participants_with_unequal_demand_share_1000_msgs_per_s(cp, run_fac
     # -- the benchmark holds the tight goals
     assert 0.95 * LIMIT <= sum(rates) / len(rates) <= 1.03 * LIMIT, why
     assert all(r <= 1.1 * LIMIT for r in rates), why
-    # used in every window the host kept up with: the 100/s participant is below its fair share and never waits
-    # on the limit, so a window in which it sent under 85 of its 100 is one in which the host starved every
-    # participant of CPU at once, not one the limiter left short (once in CI: [76, 200, 310, 302], 888 in all)
+    # used in every window the host kept up with: the 100/s participant is below its fair share and waits on the
+    # limit only when the host starves the keeper or the control plane (an answer 0.1-0.2 s late, under two CPU
+    # hogs), so a window in which it sent under 85 of its 100 is one in which the host stalled every participant at
+    # once, not one the limiter left short (once in CI: [76, 200, 310, 302], 888 in all). One such stall is
+    # allowed, and the windows overlap: a stall lies in two of them (under two hogs: 77 in two windows in a row)
     kept = [r for (a, b), r in zip(windows, rates, strict=True)
             if samples[0].rate_between(a, b) >= 0.85 * demands[0]]
-    assert len(kept) >= len(rates) - 1, f"the host stalled in more than one window: {why}"
+    assert len(kept) >= len(rates) - round(WINDOW_S / WINDOW_STEP_S), f"the host stalled more than once: {why}"
     assert all(r >= 0.9 * LIMIT for r in kept), why
     # max-min fair: the small ones get what they want, the big ones split the rest (350 each). Within 10 %: a
     # participant below its fair share asks for what it spends, and gets a little less (200 reads 192-200 here
@@ -105,7 +108,10 @@ def test_two_participants_wanting_70_percent_from_a_70_30_split(cp, run_factory,
     run.add("acme/two/b", [[0, 300], [change, 700]], change + 3.5, watch=["resource_group", "rg-two"])
     a, b = run.wait()
     changed = b.started + change
-    before = (changed - 1.0, changed)
+    # the two seconds before the change: a host stall of 0.1 s (B waits for a grant that comes late, and does not
+    # catch up what it missed) costs B 5 % of one second, 2.5 % of two (once in CI: 283 over the second before it,
+    # 292 over the two)
+    before = (changed - 2.0, changed)
     split = f"before: A {a.rate_between(*before):.0f} B {b.rate_between(*before):.0f}\n" + \
         _trace([a, b], changed - 2.0, changed)
     if strategy == "fair":   # each gets what it wants: B (below its fair share) within 5 %, A within 20 %. On a
