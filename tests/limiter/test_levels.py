@@ -144,17 +144,22 @@ def test_paths_name_the_other_limiters_each_live_producer_of_a_limiter_passes(li
     assert clicks and views
 
 
+def _coming(limits) -> dict:
+    """(level, name) -> what its live producers said they have in hand (None: one of them never said)."""
+    return {key: bound.coming_msgs for key, bound in limits.bound().items()}
+
+
 def test_coming_msgs_adds_up_what_each_live_producer_has_in_hand_per_limiter(limits):
     a, b = limits.producer("acme/web/clicks"), limits.producer("acme/web/views")
     c = limits.producer("acme/web/clicks")
     a.will_send(62)
     b.will_send(40)
-    coming = {key: b.coming_msgs for key, b in limits.bound().items()}
+    coming = _coming(limits)
     assert coming[(Level.TOPIC, "acme/web/views")] == 40
     assert coming[(Level.TOPIC, "acme/web/clicks")] is None   # one of its producers never said: not known
     assert coming[(Level.TENANT, "acme")] is None
     c.will_send(10)
-    coming = {key: b.coming_msgs for key, b in limits.bound().items()}
+    coming = _coming(limits)
     assert coming[(Level.TOPIC, "acme/web/clicks")] == 72 and coming[(Level.TENANT, "acme")] == 112
     del a   # a producer gone (its task ended): what it said is no longer coming
     assert limits.bound()[(Level.TOPIC, "acme/web/clicks")].coming_msgs == 10
