@@ -23,6 +23,10 @@ THROTTLESCOPE_READY_TIMEOUT_S       how long the Spark helpers' first producer i
                                     policies before sending (default 10, 0..3600; 0: do not wait)
 THROTTLESCOPE_SHIP_LIBRARY          on the driver: ``configure()`` ships the library to the executors (default
                                     1; 0/false/no/off when the cluster's image already has it)
+THROTTLESCOPE_GC_FREEZE             in a Spark task's Python worker: the Spark helpers' first producer freezes
+                                    the objects the worker holds then (``gc.freeze``), so that PySpark's full
+                                    collection after every task does not scan them again (default 1; 0/false/
+                                    no/off to leave the collector alone -- ``collectors.spark`` says why)
 ==================================  ==========================================================================
 
 A bad value raises ``ConfigError`` naming the variable, the value and what is allowed: the first
@@ -70,6 +74,7 @@ class RuntimeConfig(EnvSettings):
     executor_id: str | None = None
     ready_timeout_s: between(0, MAX_INTERVAL_S, "a number of seconds") = DEFAULT_READY_TIMEOUT_S
     ship_library: switch() = True
+    gc_freeze: switch() = True
 
     def backoff_cap_s(self, interval_s: float) -> float:
         """The longest wait between attempts while the control plane is unreachable."""

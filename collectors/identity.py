@@ -27,6 +27,8 @@ from typing import Any
 
 from protocol import Participant as WireParticipant
 
+from .worker_heap import in_spark_task
+
 __all__ = ["Identity", "detect_identity"]
 
 _PART_MAX = 96
@@ -55,12 +57,7 @@ def _spark() -> tuple[str | None, bool]:
     """(application id if this is a driver with an active SparkContext, whether a Spark task runs here)."""
     if "pyspark" not in sys.modules:
         return None, False
-    in_task, app_id = False, None
-    try:
-        from pyspark import TaskContext
-        in_task = TaskContext.get() is not None
-    except Exception:  # noqa: BLE001 - identity must never fail because of Spark
-        in_task = False
+    in_task, app_id = in_spark_task(), None
     if not in_task:
         try:
             from pyspark import SparkContext

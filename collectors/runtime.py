@@ -59,6 +59,7 @@ from .config import RuntimeConfig
 from .dispatching import DispatchLimits
 from .grants import GrantKeeper, Pool, ask_timeout_s
 from .identity import Identity, detect_identity
+from .worker_heap import freeze_worker_heap
 
 if TYPE_CHECKING:
     from .client import ParticipantClient
@@ -126,7 +127,9 @@ class Participant:
 
         The first producer of a topic in this process runs a report round first (one round trip): a Python
         worker that Spark reuses across jobs knows the policies of its last answer, and a limit set just before
-        a job starts must hold from the job's first batch, not from the next report interval on."""
+        a job starts must hold from the job's first batch, not from the next report interval on. In a Spark
+        task, the first producer or dispatcher of the worker freezes its heap first (``collectors.worker_heap``)."""
+        self._freeze_heap()
         self._first_of(topic)
         producer = self.limits.producer(topic, name, **options)
         self.applier.refresh()  # new limiters get their burst (the hook gave them their rate)
@@ -147,6 +150,7 @@ class Participant:
         """A dispatcher for ``subscription`` reading ``topic``, under broker, topic, subscription and the resource
         group of the topic's namespace (else tenant), as the policies known now attach it (the first of a topic in
         this process refreshes them first, as ``producer`` does)."""
+        self._freeze_heap()
         self._first_of(topic)
         dispatcher = self.dispatch.dispatcher(topic, subscription, self.applier.resource_group_of(topic), **options)
         self.applier.refresh()
@@ -154,6 +158,10 @@ class Participant:
             self._fill()
             self.grant_keeper.wake()   # (a keeper with nothing to watch waits QUIET_S: its pools want it at its beat)
         return dispatcher
+
+    def _freeze_heap(self) -> None:
+        if self.config.gc_freeze:
+            freeze_worker_heap()   # (before the task's producer is made: it is not frozen with the worker's heap)
 
     def report_outcome(self, topic: str, outcome: Outcome | str, n: float = 1,
                        retry_after_s: float | None = None, latency_s: float | None = None) -> None:

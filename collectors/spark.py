@@ -36,7 +36,9 @@ columns by their buffer size, which is what Arrow holds; other columns converted
 charged ``row_bytes(row)`` (default: the length of ``str(row)``, UTF-8) -- pass a cheaper or truer one if you have it.
 
 The first producer a Python worker hands out waits (at most ``THROTTLESCOPE_READY_TIMEOUT_S``, default 10 s) for
-the control plane's first answer, so a task never starts sending before its worker knows the limits.
+the control plane's first answer, so a task never starts sending before its worker knows the limits. It also freezes
+the worker's heap, so that PySpark's collection after every task does not rescan this library's objects, nor
+pyarrow's and pandas' (``collectors.worker_heap``; THROTTLESCOPE_GC_FREEZE=0 not to).
 
 A producer is named ``<topic>#p<partition>`` after the Spark partition that sends (the TaskContext's), or the
 ``producer`` argument: the fairness queue then shows which task waits.
@@ -62,7 +64,7 @@ __all__ = ["throttle_rows", "throttle_pandas", "throttle_arrow", "throttle_forea
 DEFAULT_BATCH_ROWS = 100
 log = logging.getLogger(__name__)
 _ENV_PASSED = ("THROTTLESCOPE_URL", "THROTTLESCOPE_TOKEN", "THROTTLESCOPE_REPORT_INTERVAL_S", "THROTTLESCOPE_APP_ID",
-               "THROTTLESCOPE_READY_TIMEOUT_S")
+               "THROTTLESCOPE_READY_TIMEOUT_S", "THROTTLESCOPE_GC_FREEZE")
 
 
 def _producer(topic: str, name: str | None, options: dict[str, Any]):

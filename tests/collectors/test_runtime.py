@@ -182,6 +182,7 @@ def test_configuration_from_the_environment() -> None:
         "https://cp.example:8443/base", "t0ken-of-16-chars", 0.25, 10.0, 3)
     assert cfg.backoff_cap_s(0.25) == 4 and "t0ken-of-16-chars" not in repr(cfg)
     assert RuntimeConfig().backoff_cap_s(0.25) == 2.5 and RuntimeConfig().backoff_cap_s(10) == 30
+    assert RuntimeConfig().gc_freeze and not RuntimeConfig.from_env({"THROTTLESCOPE_GC_FREEZE": "off"}).gc_freeze
 
 
 @pytest.mark.parametrize("name,value", [
@@ -193,6 +194,7 @@ def test_configuration_from_the_environment() -> None:
     ("THROTTLESCOPE_URL", "http://cp:99999"), ("THROTTLESCOPE_URL", "cp.example:8000"),
     ("THROTTLESCOPE_TOKEN", "has space"),
     ("THROTTLESCOPE_TOKEN", "short"), ("THROTTLESCOPE_READY_TIMEOUT_S", "-1"), ("THROTTLESCOPE_SHIP_LIBRARY", "2"),
+    ("THROTTLESCOPE_GC_FREEZE", "sometimes"),
 ])
 @UNIT
 def test_bad_values_are_refused_with_the_variable_named(name: str, value: str) -> None:
