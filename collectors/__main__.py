@@ -72,7 +72,9 @@ def _conf(text: str) -> tuple[str, str]:
 
 def _common(p: argparse.ArgumentParser, duration_help: str) -> None:
     g = p.add_argument_group("Spark and the control plane")
-    g.add_argument("--master", default="local[2]", help="Spark master: local[N], spark://host:port, ... (default %(default)s)")
+    g.add_argument("--master", default="local[2]",
+                   help="Spark master: local[N], spark://host:port, ... (default %(default)s); the driver of a master "
+                        "on this machine listens on loopback only, unless SPARK_LOCAL_IP says where")
     g.add_argument("--app-name", help="Spark application name (default throttlescope-<job>)")
     g.add_argument("--url", default=os.environ.get("THROTTLESCOPE_URL"),
                    help="control plane URL (default $THROTTLESCOPE_URL; none: no control-plane limits)")

@@ -138,6 +138,26 @@ def _rounds(spark: Any, pool: str, what: str, one_round: Callable[[int], None], 
             stop.wait(5)
 
 
+SIDE_POOL = "side-jobs"
+
+
+def _publish_pool(topic: str) -> str:
+    return f"publish-{topic}"
+
+
+def write_pools(path: Path, pools: list[str]) -> Path:
+    """The fair scheduler's allocation file naming the demo's pools (``spark.scheduler.allocation.file``): one
+    FIFO pool of weight 1 per driver thread, as Spark makes an unnamed one, but named, so Spark does not warn for
+    each at its first job; and what each pool gets is written down."""
+    from xml.sax.saxutils import quoteattr
+
+    body = "".join(f"  <pool name={quoteattr(pool)}><schedulingMode>FIFO</schedulingMode><weight>1</weight>"
+                   "<minShare>0</minShare></pool>\n" for pool in pools)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'<?xml version="1.0"?>\n<allocations>\n{body}</allocations>\n', encoding="utf-8")
+    return path
+
+
 def _fresh(path: Path) -> Path:
     """``path``, emptied: a round's output alternates between two directories (the last one stays readable)."""
     shutil.rmtree(path, ignore_errors=True)
@@ -160,7 +180,7 @@ def _side_jobs(spark: Any, work: Path, stop: threading.Event) -> None:
         run_dispatch(spark, DispatchConfig(backlog=str(base / "backlog"), output=str(base / "delivered"),
                                            subscriptions=("billing", "audit"), duration_s=30))
 
-    _rounds(spark, "side-jobs", "the side jobs", one_round, stop)
+    _rounds(spark, SIDE_POOL, "the side jobs", one_round, stop)
 
 
 def _publish_rounds(spark: Any, work: Path, topic: str, rate_per_s: float, round_s: float, ends_at: float | None,
@@ -180,7 +200,7 @@ def _publish_rounds(spark: Any, work: Path, topic: str, rate_per_s: float, round
         summary = run_publish(spark, config)
         log.info("demo: %s round %d: %s records out", topic, round_no, summary.get("records_out"))
 
-    _rounds(spark, f"publish-{topic}", f"the publish stream of {topic}", one_round, stop, ends_at)
+    _rounds(spark, _publish_pool(topic), f"the publish stream of {topic}", one_round, stop, ends_at)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,9 +234,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from .jobs.common import spark_session
 
-    spark = spark_session(args.master, "throttlescope-demo", url, token,
-                          conf={"spark.scheduler.mode": "FAIR"})   # each driver thread's pool gets its turn
     work = data_dir / "demo"
+    pools = write_pools(work / "fair-pools.xml", [SIDE_POOL] + [_publish_pool(topic) for topic in DEMO_TOPICS])
+    spark = spark_session(args.master, "throttlescope-demo", url, token,
+                          conf={"spark.scheduler.mode": "FAIR",   # each driver thread's pool gets its turn
+                                "spark.scheduler.allocation.file": str(pools.resolve()),
+                                # its batch side jobs are small; each stream would say AQE is off for streams
+                                "spark.sql.adaptive.enabled": "false"})
     stop = threading.Event()
     side = threading.Thread(target=_side_jobs, args=(spark, work, stop), name="demo-side-jobs", daemon=True)
     side.start()

@@ -33,11 +33,13 @@ def session(master: str, url: str, token: str, work: Path, warm_up_tasks: int, w
     ``warm_up_tasks`` tasks for ``warm_up_s`` through the helpers on a topic with no limit."""
     from pyspark.sql import SparkSession
 
+    from collectors.jobs.common import driver_on_loopback
     from collectors.shipping import library_archive
     from collectors.spark import configure
 
     from .kinds import arrow_fn
 
+    driver_on_loopback(master)   # local[2] or the benchmark's own cluster on loopback
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").config("spark.executor.memory", "512m")

@@ -32,14 +32,14 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = ["ready_participant", "task_info", "TaskInfo", "Deadline", "atomic_write", "atomic_write_table",
            "atomic_write_text", "summarize", "format_summary", "rate_between", "steady_rate", "split_evenly",
-           "positive", "optional_positive", "spark_session", "visible_files"]
+           "positive", "optional_positive", "spark_session", "driver_on_loopback", "visible_files"]
 
 def ready_participant(timeout_s: float | None = None, refresh: bool = True) -> Any:
     """This worker's participant, with the control plane's current policies applied (bounded wait: ``timeout_s``,
@@ -227,13 +227,33 @@ def steady_rate(times: Sequence[float], amounts: Sequence[float], waited: Sequen
     return rate_between(times, amounts, waits[0], waits[-1]), waits[0], waits[-1]
 
 
+_ON_THIS_MACHINE = ("spark://127.0.0.1:", "spark://localhost:")
+
+
+def driver_on_loopback(master: str, environ: MutableMapping[str, str] | None = None) -> bool:
+    """Have the driver of a master on this machine listen on loopback only; True if it will.
+
+    Spark's driver binds its RPC and block manager to the address the host name resolves to, and its UI (which can
+    kill jobs) to every interface, unless ``SPARK_LOCAL_IP`` says otherwise -- read from the environment of the JVM
+    that pyspark starts, so it is set here, before the session. For ``local``, ``local[N]``, ``local-cluster[..]``
+    and a standalone master on loopback only: a driver whose executors run on other hosts must listen where they
+    reach it. A ``SPARK_LOCAL_IP`` already set is the operator's choice and stays (False if it is not loopback)."""
+    environ = os.environ if environ is None else environ
+    if not (master.startswith("local") or master.startswith(_ON_THIS_MACHINE)):
+        return False
+    environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return environ["SPARK_LOCAL_IP"] in ("127.0.0.1", "localhost", "::1")
+
+
 def spark_session(master: str = "local[2]", app_name: str = "throttlescope", url: str | None = None,
                   token: str | None = None, conf: Mapping[str, str] | None = None, **env: str) -> Any:
-    """A SparkSession whose executors reach the control plane (``collectors.spark.configure``)."""
+    """A SparkSession whose executors reach the control plane (``collectors.spark.configure``); a driver of a
+    master on this machine listens on loopback only (``driver_on_loopback``)."""
     from pyspark.sql import SparkSession
 
     from collectors.spark import configure
 
+    driver_on_loopback(master)
     builder = SparkSession.builder.master(master).appName(app_name)
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for key, value in (conf or {}).items():

@@ -21,8 +21,10 @@ APP_ID = "reliability-outage"
 def main(url: str, token: str, topic: str, rows: int, out: str) -> None:
     from pyspark.sql import SparkSession
 
+    from collectors.jobs.common import driver_on_loopback
     from collectors.spark import configure
 
+    driver_on_loopback("local[2]")
     builder = (SparkSession.builder.master("local[2]").appName("throttlescope-outage")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"))
     configure(builder, url, token, THROTTLESCOPE_REPORT_INTERVAL_S="0.5", THROTTLESCOPE_BACKOFF_MAX_S="2",

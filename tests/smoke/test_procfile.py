@@ -112,6 +112,8 @@ def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path, procfile
                             params={"level": "topic", "name": "acme/web/clicks"}).json()
         assert history["series"] and history["series"][0]["points"]
         assert levels >= {"topic", "tenant"}
+        said = log_path.read_text(errors="replace")   # every pool has run its first job by now
+        assert "which has not been configured" not in said, "a scheduler pool of the demo is not in its file"
     finally:
         os.killpg(honcho.pid, signal.SIGINT)  # what Ctrl-C in `make run` does
         try:

@@ -69,8 +69,10 @@ def spark(spark_cp: ControlPlane) -> Iterator[Any]:
     """The one SparkSession of the test session: local[2], no UI, few shuffle partitions."""
     from pyspark.sql import SparkSession
 
+    from collectors.jobs.common import driver_on_loopback
     from collectors.spark import configure
 
+    driver_on_loopback("local[2]")   # the tests' servers listen on loopback only, Spark's driver too
     builder = (SparkSession.builder.master("local[2]").appName("throttlescope-tests")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2"))
