@@ -27,7 +27,8 @@ java:
 run: $(STAMP) java
 	$(VENV)/bin/honcho start -f Procfile -p $${PORT:-8501}
 
-# The same processes plus Debian's prometheus scraping the control plane (deploy/prometheus.yml); the dashboard
+# The same processes plus Debian's prometheus scraping the control plane (deploy/prometheus.yml, with the control
+# plane's address and data directory of THROTTLESCOPE_HOST/PORT/DATA_DIR: metrics/scrape_config.py); the dashboard
 # then reads history from it. Needs `prometheus` on PATH (apt-get install prometheus).
 run-observability: $(STAMP) java
 	@command -v prometheus >/dev/null 2>&1 || { \

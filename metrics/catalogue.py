@@ -316,7 +316,10 @@ longer grows with the number of topics. Default `1`: one series per topic and su
 
 ## Prometheus rules and Grafana
 
-- `deploy/prometheus.yml`: scrapes the control plane and loads `deploy/rules/*.yml`.
+- `deploy/prometheus.yml`: scrapes the control plane and loads `deploy/rules/*.yml`. It is written for the
+  defaults (127.0.0.1:8000, the token in `./data`); `make run-observability` starts Prometheus on a copy for the
+  control plane's `THROTTLESCOPE_HOST`, `THROTTLESCOPE_PORT` and `THROTTLESCOPE_DATA_DIR`
+  (`python -m metrics.scrape_config --host H --port P --data-dir D --out FILE`).
 - `deploy/rules/recording.yml`: per-level rates (`throttlescope:throttled:rate1m`,
   `throttlescope:throttle_time_seconds:rate1m`, `throttlescope:admitted_messages:rate1m`, ...), the debt of the
   most indebted participant in seconds of refill (`throttlescope:bucket_debt_seconds`), resource-group usage over

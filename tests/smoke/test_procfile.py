@@ -1,9 +1,11 @@
 """The whole Procfile, as `make run` starts it: control plane, dashboard and the demo Spark collector; and
-Procfile.replicated, as `make run-replicated` does (three control-plane replicas on one address and Redis).
+Procfile.replicated, as `make run-replicated` does (three control-plane replicas on one address and Redis); and
+both Procfile and Procfile.observability, as `make run-observability` does (Prometheus scraping the control plane).
 
 Starts honcho on free loopback ports with a temporary data directory, waits for health, checks that the
 dashboard answers, that /metrics shows throttling, that the collector's admitted rates follow the seeded limits
-(collectors/demo.py), and that stopping honcho leaves no process of its group behind.
+(collectors/demo.py), and that stopping honcho leaves no process of its group behind. On other ports and another
+data directory than the defaults, so that a setting a process does not follow shows.
 """
 
 import os
@@ -48,19 +50,26 @@ def group_alive(pgid):
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="the demo collector runs Spark: install Java 17")
-@pytest.mark.parametrize("procfile", ["Procfile", "Procfile.replicated"])
+@pytest.mark.parametrize("procfile", ["Procfile", "Procfile.replicated", "Procfile.observability"])
 def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path, procfile):
     if procfile == "Procfile.replicated" and shutil.which("redis-server") is None:
         pytest.skip("make run-replicated needs Debian's redis-server")
-    web_port, cp_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("THROTTLESCOPE_", "PORT"))}
+    if procfile == "Procfile.observability" and shutil.which("prometheus") is None:
+        pytest.skip("make run-observability needs Debian's prometheus")
+    web_port, cp_port, prometheus_port = free_port(), free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("THROTTLESCOPE_", "PORT", "PROMETHEUS_"))}
     env.update(THROTTLESCOPE_PORT=str(cp_port), THROTTLESCOPE_DATA_DIR=str(tmp_path / "data"),
-               THROTTLESCOPE_REDIS_PORT=str(free_port()))
+               THROTTLESCOPE_REDIS_PORT=str(free_port()), PROMETHEUS_PORT=str(prometheus_port))
+    if procfile == "Procfile.observability":   # as the Makefile's run-observability puts them together
+        (tmp_path / "Procfile.all").write_text((REPO / "Procfile").read_text() + (REPO / procfile).read_text())
+        procfile = str(tmp_path / "Procfile.all")
+        env.update(PROMETHEUS_URL=f"http://127.0.0.1:{prometheus_port}")
     # honcho's output goes to a file: an unread pipe fills up (64 kB of Spark's and Streamlit's logs) and then
     # blocks honcho's printer, so that it can no longer stop its processes on Ctrl-C
     log_path = tmp_path / "honcho.log"
     log = log_path.open("wb")
-    honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", procfile, "-p", str(web_port)],
+    honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", procfile, "-d", str(REPO), "-p",
+                               str(web_port)],
                               cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{cp_port}"
     try:
@@ -112,6 +121,13 @@ def test_the_procfile_runs_shows_throttling_and_stops_cleanly(tmp_path, procfile
                             params={"level": "topic", "name": "acme/web/clicks"}).json()
         assert history["series"] and history["series"][0]["points"]
         assert levels >= {"topic", "tenant"}
+        if "PROMETHEUS_URL" in env:   # the control plane of these settings scraped, with their token
+
+            def scraped():
+                targets = httpx.get(f"{env['PROMETHEUS_URL']}/api/v1/targets", timeout=5).json()["data"]
+                return [(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets["activeTargets"]]
+
+            wait_for(lambda: scraped() == [(f"{url}/metrics", "up", "")], 30, f"Prometheus scraping {url}")
         said = log_path.read_text(errors="replace")   # every pool has run its first job by now
         assert "which has not been configured" not in said, "a scheduler pool of the demo is not in its file"
     finally:
