@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.admitted import Span, advance
 from controlplane.history import HISTORY_S, History
 from controlplane.usage_index import UsageIndex
 from protocol import Report, UsageValues, limit_key
@@ -48,6 +49,7 @@ class Peer:
     last_seen: float
     reports: int = 1
     usage: dict[str, UsageValues] = field(default_factory=dict)
+    span: Span | None = None   # two earlier reports, to read what it admitted over seconds (controlplane.admitted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,8 @@ class LiveState:
             # a new Peer each time (not mutated): a snapshot taken before stays what it was
             self._peers.pop(pid, None)   # re-inserted last: now the most recently heard from
             self._peers[pid] = Peer(report=report, first_seen=now if peer is None else peer.first_seen,
-                                    last_seen=now, reports=1 if peer is None else peer.reports + 1, usage=usage)
+                                    last_seen=now, reports=1 if peer is None else peer.reports + 1, usage=usage,
+                                    span=advance(None if peer is None else peer.span, report))
             return True, None
 
     def goodbye(self, participant_id: str) -> bool:

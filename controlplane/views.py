@@ -6,7 +6,10 @@ participant's ``Peer``), so building a view never holds up ingestion.
 
 A participant's allocation of a resource group is ``metrics.allocation.allocations`` -- the grant book's fair
 rate for a participant under grants, PIP-82's usage-based split for the others -- the computation the metrics use
-too; ``shared`` joins the usage index with the grant book's windows the same way.
+too; ``shared`` joins the usage index with the grant book's windows the same way. The usage these views show is
+what each participant admitted over the last few seconds, from its counters (``controlplane.admitted``), where
+that can be read: the reported usage of one interval swings with the sends' size; shares and allocations are
+computed from the reported usage, as the grants and the metrics are.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from controlplane.admitted import admitted_per_s
 from controlplane.state import HISTORY_S, LEVEL_ORDER, LiveState, Peer
 from metrics.allocation import ShareSource, allocations, shares
 from protocol import PolicySet, UsageValues, limit_key, parse_limit_key
@@ -97,6 +101,36 @@ def queues(live: LiveState) -> QueuesState:
     return QueuesState(queues=sorted(rows, key=lambda q: (_level_rank(q.level), q.name, q.participantId)))
 
 
+def _shown(live: LiveState, usage: dict[str, dict[str, UsageValues]]) -> dict[str, dict[str, UsageValues]]:
+    """``usage`` (limit key -> participant -> reported values) with each participant's usage replaced by what it
+    admitted over its last few seconds, where its counters tell (``controlplane.admitted``), and its demand by
+    that usage times the factor it reported (demand / usage: ``1 / (1 - paused)``, measured in time, not in sends;
+    a participant that admitted nothing in its last interval keeps the demand it reported)."""
+    wanted: dict[str, list[tuple[str, str, str]]] = {}
+    for key, users in usage.items():
+        for pid in users:
+            wanted.setdefault(pid, []).append(parse_limit_key(key))
+    read = {pid: admitted_per_s(peer.span, peer.report, wanted[pid])
+            for pid, peer in live.snapshot().peers if pid in wanted and peer.span is not None}
+    out: dict[str, dict[str, UsageValues]] = {}
+    for key, users in usage.items():
+        level_kind_name = parse_limit_key(key)
+        out[key] = {}
+        for pid, u in users.items():
+            rates = read.get(pid, {}).get(level_kind_name)
+            out[key][pid] = u if rates is None else u.model_copy(update={
+                "usage_msgs_per_s": rates[0], "usage_bytes_per_s": rates[1],
+                "demand_msgs_per_s": _demand(rates[0], u.usage_msgs_per_s, u.demand_msgs_per_s),
+                "demand_bytes_per_s": _demand(rates[1], u.usage_bytes_per_s, u.demand_bytes_per_s)})
+    return out
+
+
+def _demand(usage: float, reported_usage: float, reported_demand: float) -> float:
+    if reported_usage <= 0:
+        return max(reported_demand, usage)
+    return max(usage, usage * reported_demand / reported_usage)
+
+
 def resource_groups(live: LiveState, ps: PolicySet, grants: ShareSource | None = None) -> ResourceGroupsState:
     """Per resource group, its configuration and attachments, and per direction each live participant's usage,
     demand and allocation (what ``grants``, the grant book, grants it; see ``metrics.allocation``)."""
@@ -104,6 +138,7 @@ def resource_groups(live: LiveState, ps: PolicySet, grants: ShareSource | None =
     used = {key: everyone.get(key, {}) for key in
             (limit_key("resource_group", d, name) for name in ps.resourceGroups for d in ("publish", "dispatch"))}
     book = shares(grants, used, ps)
+    shown = _shown(live, used)
     groups = []
     for name, rg in sorted(ps.resourceGroups.items()):
         strategy = ps.quota_strategy(name)
@@ -117,7 +152,7 @@ def resource_groups(live: LiveState, ps: PolicySet, grants: ShareSource | None =
             directions[direction] = GroupDirection(
                 quotaMsgsPerSecond=msgs_cap, quotaBytesPerSecond=bytes_cap,
                 participants={p: GroupUser(**u.model_dump(), allocation_msgs_per_s=alloc_m[p],
-                                           allocation_bytes_per_s=alloc_b[p]) for p, u in sorted(users.items())})
+                                           allocation_bytes_per_s=alloc_b[p]) for p, u in sorted(shown[key].items())})
         groups.append(ResourceGroupView(
             name=name, configured=rg.model_dump(exclude_none=True), strategy=strategy,
             topics=sorted(k for k, v in ps.topicResourceGroups.items() if v == name),
@@ -172,6 +207,7 @@ def shared(live: LiveState, ps: PolicySet, book_of: Any, learning: bool) -> Shar
     usage index, shares and grants from ``book_of`` (``GrantBook.shares``)."""
     usage = live.shared_usage()
     book = book_of({k: list(users) for k, users in usage.items()}, ps)
+    usage = _shown(live, usage)
     return SharedState(policyVersion=ps.version, learning=learning,
                        limits=[_shared_limit(key, usage.get(key, {}), book[key]) for key in sorted(book, key=_order)])
 

@@ -109,7 +109,7 @@ class QueuesState(LenientModel):
 # ---------------------------------------------------------------- /v1/state/resourcegroups
 
 class GroupUser(LenientModel):
-    usage_msgs_per_s: float = 0.0
+    usage_msgs_per_s: float = Field(0.0, description="Admitted per second over its last 5-11 s, from its counters")
     usage_bytes_per_s: float = 0.0
     demand_msgs_per_s: float = 0.0
     demand_bytes_per_s: float = 0.0
@@ -170,8 +170,10 @@ class HistoryState(LenientModel):
 
 class SharedParticipant(LenientModel):
     participantId: str
-    demandMsgsPerSecond: float = Field(description="What it wants, as it reported last (admitted + throttled)")
-    usageMsgsPerSecond: float = Field(description="What it admitted over its last report interval")
+    demandMsgsPerSecond: float = Field(description="What it wants (admitted + throttled): its usage below times "
+                                       "the demand / usage it reported last")
+    usageMsgsPerSecond: float = Field(description="What it admitted per second over its last 5-11 s, from its "
+                                      "counters (its first seconds: over its last report interval)")
     shareMsgsPerSecond: PerSecond | None = Field(
         description="Its max-min fair rate from the grant window (0: it did not ask in the window; null: nobody "
                     "asked for grants of this limit; 'unlimited' when the limit is not set)")

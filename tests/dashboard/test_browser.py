@@ -128,8 +128,9 @@ def test_every_page_renders_live_data(browser) -> None:  # type: ignore[no-untyp
             page.get_by_text(re.compile(r"^\d+ s ago$")).first.wait_for()
             page.get_by_role("heading", name="Shared limits").wait_for(timeout=20000)
             page.get_by_text(re.compile(r": usage vs share$")).first.wait_for(timeout=20000)
-        # (the offload chart samples at each refresh: its picture waits for a curve)
-        _shoot(page, path, settle_ms=8000 if path == "offload" else 0)
+        # (the offload chart samples at each refresh: its picture waits for a curve; the overview's shared limits
+        # read each participant over its last 5-11 s: its picture waits for the start's burst to leave that span)
+        _shoot(page, path, settle_ms={"offload": 8000, "overview": 12000}.get(path, 0))
         page.close()
 
 
