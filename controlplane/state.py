@@ -49,7 +49,7 @@ class Peer:
     last_seen: float
     reports: int = 1
     usage: dict[str, UsageValues] = field(default_factory=dict)
-    span: Span | None = None   # two earlier reports, to read what it admitted over seconds (controlplane.admitted)
+    span: Span | None = None   # two earlier reports' counters: what it admitted over seconds (controlplane.admitted)
 
 
 @dataclass(frozen=True, slots=True)
