@@ -10,16 +10,16 @@ one refresh and to 16 -- "stranded" -- in the next, while the limiter's counters
 
 How
 ---
-Each live participant keeps, beside its latest report, two earlier ones of its own: ``base`` and ``mid``. A report
-that comes ``SPAN_S`` or more after ``mid`` makes ``mid`` the new ``base`` and itself the new ``mid``, so the span
-from ``base`` to the latest report stays between ``SPAN_S`` and about twice it (plus an interval), whatever the
-report interval: long enough that a send's size moves the figure little (a send of 10 messages, 2/s at most),
-short enough that a changed limit shows within seconds. What a limiter admitted per second over that span is the difference of its cumulative counters
-(``admitted_msgs_total``, ``admitted_bytes_total``) over the difference of the two reports' ``sent_at`` -- both
-from the participant's own clock. Worked example: reports every 0.5 s, ``SPAN_S`` = 5; at t = 20.0 ``base`` is
-the report of 10.0 and ``mid`` that of 15.0; the report of 20.0 is 5 s after ``mid``, so ``base`` becomes 15.0's
-and ``mid`` 20.0's; at 24.0 the span is 24.0 - 15.0 = 9 s, and a counter that went from 1,200 to 1,362 reads
-18.0/s.
+Each live participant keeps, beside its latest report, the counters of two earlier ones of its own (marks): ``base``
+and ``mid``. A report that comes ``SPAN_S`` or more after ``mid`` makes ``mid`` the new ``base`` and its own mark
+the new ``mid``, so the span from ``base`` to the latest report stays between ``SPAN_S`` and about twice it (plus an
+interval), whatever the report interval: long enough that a send's size moves the figure little (a send of 10
+messages, 2/s at most), short enough that a changed limit shows within seconds. What a limiter admitted per second
+over that span is the difference of its cumulative counters (``admitted_msgs_total``, ``admitted_bytes_total``) over
+the difference of their ``sent_at`` -- both from the participant's own clock. Worked example: reports every 0.5 s,
+``SPAN_S`` = 5; at t = 20.0 ``base`` is the report of 10.0 and ``mid`` that of 15.0; the report of 20.0 is 5 s after
+``mid``, so ``base`` becomes 15.0's and ``mid`` 20.0's; at 24.0 the span is 24.0 - 15.0 = 9 s, and a counter that
+went from 1,200 to 1,362 reads 18.0/s.
 
 Consistency rules: nothing here changes a grant, a share or a usage map -- those read the reported usage. A
 limiter the base does not count yet (made after it: a participant's first report often counts none) or counted
