@@ -33,6 +33,7 @@ from protocol.state import (
     HistoryState,
     QueuesState,
     ResourceGroupsState,
+    SharedState,
 )
 
 __all__ = ["UNLIMITED", "limit_value", "limit_text", "ago", "label", "Reading", "latest", "mean", "top_throttled",
@@ -110,19 +111,27 @@ def top_throttled(history: HistoryState, n: int = 10) -> list[dict[str, Any]]:
     return rows[:n]
 
 
-def limits_per_s(buckets: BucketsState) -> dict[Key, dict[str, float | None]]:
-    """Per limiter, its limit per second in msgs and bytes (None = unlimited), summed over participants."""
+def limits_per_s(buckets: BucketsState, shared: SharedState | None = None) -> dict[Key, dict[str, float | None]]:
+    """Per limiter, its limit per second in msgs and bytes (None = unlimited): a shared limit's as ``shared``
+    configures it, any other the participants' bucket rates summed. (Under grants a participant's bucket is paced
+    at what its grants hand it, so the rates of participants that want less than their share sum to less than the
+    limit: a topic limit of 50 read 32.3.)"""
     out: dict[Key, dict[str, float | None]] = {}
     for b in buckets.buckets:
         entry = out.setdefault((b.level, b.kind, b.name), {"msgs": None, "bytes": None})
         for dim, snap in (("msgs", b.msgs), ("bytes", b.bytes)):
             if snap is not None and snap.rate > 0:
                 entry[dim] = (entry[dim] or 0.0) + snap.rate / snap.period_s
+    for limit in shared.limits if shared is not None else ():
+        msgs, byts = limit_value(limit.limitMsgsPerSecond), limit_value(limit.limitBytesPerSecond)
+        out[limit.level, limit.direction, limit.name] = {"msgs": None if isinstance(msgs, str) else msgs,
+                                                         "bytes": None if isinstance(byts, str) else byts}
     return out
 
 
-def admitted_vs_limit(history: HistoryState, buckets: BucketsState, last_s: float = 10.0) -> list[dict[str, Any]]:
-    limits = limits_per_s(buckets)
+def admitted_vs_limit(history: HistoryState, buckets: BucketsState, last_s: float = 10.0,
+                      shared: SharedState | None = None) -> list[dict[str, Any]]:
+    limits = limits_per_s(buckets, shared)
     rows = []
     for s in history.series:
         limit = limits.get((s.level, s.kind, s.name), {}).get("msgs")
@@ -134,12 +143,20 @@ def admitted_vs_limit(history: HistoryState, buckets: BucketsState, last_s: floa
     return rows
 
 
-def bucket_rows(buckets: BucketsState) -> list[dict[str, Any]]:
-    return [{"level": t.level, "kind": t.kind, "name": t.name, "participants": t.participants,
-             "msgs tokens": round(t.msgs.tokens, 2), "msgs limit": limit_value(t.msgs.rate),
-             "bytes tokens": round(t.bytes.tokens, 1), "bytes limit": limit_value(t.bytes.rate),
-             "in debt": t.msgs.tokens < 0 or t.bytes.tokens < 0}
-            for t in buckets.totals]
+def bucket_rows(buckets: BucketsState, shared: SharedState | None = None) -> list[dict[str, Any]]:
+    """One row per limiter: its tokens summed over participants, and its limit -- a shared limit's as ``shared``
+    configures it (see ``limits_per_s``), any other the participants' bucket rates summed."""
+    configured = {(x.level, x.direction, x.name): x for x in shared.limits} if shared is not None else {}
+    rows = []
+    for t in buckets.totals:
+        limit = configured.get((t.level, t.kind, t.name))
+        rows.append({"level": t.level, "kind": t.kind, "name": t.name, "participants": t.participants,
+                     "msgs tokens": round(t.msgs.tokens, 2),
+                     "msgs limit": limit_value(t.msgs.rate if limit is None else limit.limitMsgsPerSecond),
+                     "bytes tokens": round(t.bytes.tokens, 1),
+                     "bytes limit": limit_value(t.bytes.rate if limit is None else limit.limitBytesPerSecond),
+                     "in debt": t.msgs.tokens < 0 or t.bytes.tokens < 0})
+    return rows
 
 
 def queue_rows(queues: QueuesState) -> list[dict[str, Any]]:

@@ -28,8 +28,10 @@ def _live(levels: list[str], name: str, dim: str, window: int, only_limited: boo
         ui.empty_state("No bucket has been reported yet")
         return
     wanted = name.strip().lower()
-    rows = [r for r in derive.bucket_rows(buckets) if r["level"] in levels and wanted in r["name"].lower()]
-    limits = derive.limits_per_s(buckets)
+    shared = data.shared(conn)   # the shared limits as configured (the buckets' rates are their grants' pace)
+    shared = None if isinstance(shared, data.Unavailable) else shared
+    rows = [r for r in derive.bucket_rows(buckets, shared) if r["level"] in levels and wanted in r["name"].lower()]
+    limits = derive.limits_per_s(buckets, shared)
     capacity = {(t.level, t.kind, t.name): (t.msgs if dim == "msgs" else t.bytes).capacity for t in buckets.totals}
     series = [s for s in history.series if s.level in levels and wanted in s.name.lower() and s.kind != "offload"
               and (not only_limited or limits.get((s.level, s.kind, s.name), {}).get(dim) is not None)]

@@ -67,10 +67,10 @@ def _live() -> None:
     st.subheader("Most throttled targets")
     ui.table(top, "overview.top.table", empty="Nothing was throttled in the last 5 minutes.")
     buckets = ui.need(data.buckets(conn))
-    if buckets is not None:
-        rows = derive.admitted_vs_limit(history, buckets)
-        ui.plot(figures.admitted_vs_limit_figure(rows), "overview.admitted")
     shared = ui.need(data.shared(conn))
+    if buckets is not None:   # (a shared limit's line is the limit as configured, not its buckets' summed pace)
+        rows = derive.admitted_vs_limit(history, buckets, shared=shared)
+        ui.plot(figures.admitted_vs_limit_figure(rows), "overview.admitted")
     if shared is not None:
         _shared(shared)
         if any(limit.adaptive is not None for limit in shared.limits):

@@ -23,6 +23,7 @@ from .answers import (
     participants,
     resource_group,
     resource_groups,
+    shared,
     state,
 )
 
@@ -77,6 +78,33 @@ def test_limits_are_rates_per_second_summed_over_participants() -> None:
                      series("broker", "broker", admittedMsgsPerSecond=[99.0, 99.0])])
     assert derive.admitted_vs_limit(rates, doc) == [
         {"target": "topic a/b/c", "admitted msgs/s": 50.0, "limit msgs/s": 50.0, "use %": 100.0}]
+
+
+def test_a_shared_limit_is_shown_as_configured_not_as_its_buckets_pace() -> None:
+    """Under grants each participant's bucket runs at what its grants hand it: two that want less than their
+    shares of a topic limit of 50 sum to 32.3. The tables and the admitted-vs-limit chart show the 50."""
+    per_second = {"tokens": 1, "capacity": 16.2, "period_s": 1.0}
+    doc = buckets([bucket("topic", "a/b/c", msgs={**per_second, "rate": 16.2}, bytes=None),
+                   bucket("topic", "a/b/c", msgs={**per_second, "rate": 16.1}, bytes=None),
+                   bucket("broker", "broker", msgs={**per_second, "rate": 500.0}, bytes=None)],
+                  totals=[{"level": "topic", "kind": "publish", "name": "a/b/c", "participants": 2,
+                           "msgs": {"tokens": 2.0, "rate": 32.3, "capacity": 32.4},
+                           "bytes": {"tokens": 0.0, "rate": 0.0, "capacity": 0.0}}])
+    configured = shared([{"key": "topic:publish:a/b/c", "level": "topic", "direction": "publish", "name": "a/b/c",
+                          "limitMsgsPerSecond": 50.0, "limitBytesPerSecond": "unlimited", "windowSeconds": 1.0,
+                          "askers": 2, "usageMsgsPerSecond": 24.0, "demandMsgsPerSecond": 24.0,
+                          "usageBytesPerSecond": 0.0, "demandBytesPerSecond": 0.0, "grantedMsgsInWindow": 24.0,
+                          "grantedBytesInWindow": "unlimited", "utilisation": 0.48, "utilisationBytes": None,
+                          "participants": []}])
+    assert derive.limits_per_s(doc)[("topic", "publish", "a/b/c")]["msgs"] == pytest.approx(32.3)   # the pace
+    assert derive.limits_per_s(doc, configured) == {("topic", "publish", "a/b/c"): {"msgs": 50.0, "bytes": None},
+                                                    ("broker", "publish", "broker"): {"msgs": 500.0, "bytes": None}}
+    [row] = derive.bucket_rows(doc, configured)
+    assert (row["msgs limit"], row["bytes limit"]) == (50.0, "unlimited")
+    assert derive.bucket_rows(doc)[0]["msgs limit"] == pytest.approx(32.3)
+    rates = history([series("topic", "a/b/c", admittedMsgsPerSecond=[24.0, 24.0])])
+    assert derive.admitted_vs_limit(rates, doc, shared=configured) == [
+        {"target": "topic a/b/c", "admitted msgs/s": 24.0, "limit msgs/s": 50.0, "use %": 48.0}]
 
 
 def test_shares_of_topics_under_a_shared_limit() -> None:
