@@ -74,7 +74,8 @@ def _groups(rgs: ResourceGroupsState) -> None:
                                               uirevision=f"rg.{g.name}"), f"fairness.rg.{g.name}")
         ui.table([r for r in rows if r["group"] == g.name], f"fairness.rg.table.{g.name}",
                  empty="No participant uses this group right now.")
-    st.caption(f"Quotas computed with the '{rgs.strategy}' strategy, as each participant computes them.")
+    st.caption("Quota: a participant's fair rate from the control plane's grants where it asks for them; "
+               f"otherwise its part of what is left by the '{rgs.strategy}' strategy, as it computes it (PIP-82).")
 
 
 def _live() -> None:
