@@ -26,7 +26,8 @@ from typing import Any
 from dashboard.derive import UNLIMITED, label, limit_text, limit_value
 from protocol.state import PerSecond, SharedLimit, SharedParticipant, SharedState
 
-__all__ = ["TOLERANCE", "NO_GRANT", "dimension", "status", "summary_rows", "participant_rows", "ordered", "chart"]
+__all__ = ["TOLERANCE", "NO_GRANT", "dimension", "status", "summary_rows", "summary_tables", "participant_rows",
+           "ordered", "chart"]
 
 TOLERANCE = 0.05
 NO_GRANT = "no grant"
@@ -120,6 +121,16 @@ def summary_rows(doc: SharedState) -> list[dict[str, Any]]:
                      "participants": len(limit.participants), "adaptive": adaptive_text(limit),
                      "status": _status_text(limit)})
     return rows
+
+
+def summary_tables(doc: SharedState) -> dict[str, list[dict[str, Any]]]:
+    """``summary_rows`` split by unit ("msgs/s", then "B/s" for limits set in bytes only), each in its order: one
+    table's columns are one unit's (in one table, a bytes limit's row left the msgs columns empty: "None")."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for row in summary_rows(doc):
+        unit = next(u for u in _UNIT.values() if f"limit {u}" in row)
+        tables.setdefault(unit, []).append(row)
+    return {unit: tables[unit] for unit in _UNIT.values() if unit in tables}
 
 
 def adaptive_text(limit: SharedLimit) -> str:

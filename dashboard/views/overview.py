@@ -97,8 +97,14 @@ def _shared(doc: SharedState) -> None:
                "split it (share: each one's max-min fair rate by what it wants). Over the limit or quota stranded "
                "(unused while demand waits) come first." + (" The control plane is re-learning after a restart."
                                                              if doc.learning else ""))
-    ui.table(derive_shared.summary_rows(doc), "overview.shared", empty="No participant reports a shared limit yet.",
-             status=st.column_config.TextColumn(width="large"))
+    tables = derive_shared.summary_tables(doc)
+    if not tables:
+        ui.table([], "overview.shared", empty="No participant reports a shared limit yet.")
+    for unit, rows in tables.items():
+        if len(tables) > 1:
+            st.caption(f"Limits in {unit}" + (" (set in bytes only)" if unit == "B/s" else ""))
+        ui.table(rows, "overview.shared" if unit == "msgs/s" else "overview.shared.bytes",
+                 status=st.column_config.TextColumn(width="large"))
     limits = derive_shared.ordered(doc)
     for limit in limits[:SHARED_N]:
         rows = derive_shared.participant_rows(limit)

@@ -84,6 +84,13 @@ def test_a_limit_set_in_bytes_only_is_shown_in_bytes() -> None:
     assert (row["limit B/s"], row["admitted B/s"], row["status"]) == (1000.0, 980.0, "ok")
     [who_row] = derive_shared.participant_rows(byts)
     assert (who_row["share B/s"], who_row["held back B/s"]) == (800.0, 520.0)
+    # beside limits in messages: a table per unit, every row with its table's columns (none left empty)
+    tables = derive_shared.summary_tables(shared([only_bytes, *(limit.model_dump() for limit in DOC.limits)]))
+    assert list(tables) == ["msgs/s", "B/s"] and [r["shared limit"] for r in tables["B/s"]] == ["tenant beta"]
+    assert len(tables["msgs/s"]) == len(DOC.limits)
+    for rows in tables.values():
+        assert all(row.keys() == rows[0].keys() for row in rows)
+    assert derive_shared.summary_tables(shared([])) == {}
 
 
 def test_the_chart_draws_usage_against_share_per_participant_and_in_all_with_the_limit_line() -> None:
