@@ -121,6 +121,27 @@ def test_a_late_report_counts_its_rate_in_every_slot_it_spans() -> None:
     assert points()[1002.0]["admittedMsgsPerSecond"] == pytest.approx(180)   # kept when the slot closed
 
 
+def test_a_slot_whose_only_report_came_just_after_an_extra_one_is_measured_over_an_interval() -> None:
+    """100 msgs/s in sends of 10 every 0.1 s, reports every second, and an extra one (a task asking for fresh
+    shares) at 1001.98, just before slot 1002's edge: slot 1002's only report (1002.01) is measured from the
+    report slot 1001 was measured from (1000.98), not over the 30 ms that hold one send (333 msgs/s)."""
+    clock = FakeClock(1000.0)
+    live = LiveState(1.0, clock)
+
+    def send(seq: int, t: float) -> None:
+        clock.t = t
+        admitted = 10.0 * int(round((t - 1000.0) * 1000) // 100)    # a send of 10 at each tenth of a second
+        counters = [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": admitted}]
+        assert live.ingest(report_at(clock, pid="a", seq=seq, counters=counters))[0]
+
+    for seq, t in enumerate((1000.02, 1000.98, 1001.5, 1001.98, 1002.01, 1003.02, 1004.02), start=1):
+        send(seq, t)
+    got = {p["t"]: p["admittedMsgsPerSecond"] for p in live.history(level="topic")["series"][0]["points"]}
+    assert got[1002.0] == pytest.approx((200 - 90) / 1.03)           # was (200 - 190) / 0.03 = 333
+    assert got[1001.0] == pytest.approx(100, rel=0.02) and got[1003.0] == pytest.approx(100 / 1.01)
+    assert all(v == pytest.approx(100, rel=0.1) for t, v in got.items() if t >= 1001.0), got
+
+
 def test_resource_group_allocation_is_fair_by_demand() -> None:
     clock = FakeClock()
     live = LiveState(1.0, clock)
