@@ -14,10 +14,10 @@ the slot it skipped, its tokens are those of its report before the gap (the leve
 silent for 2 report intervals expires, so a gap is at most one slot: the last two slots keep their per-participant
 values (a late report, and another in the same slot refining its rate, overwrite the participant's value in the slot
 before), older ones keep their sums only. A slot's first report is measured from the participant's last report of an
-earlier slot, or, where that one came less than ``MIN_BASE_S`` of an interval before it (an extra report just before
-the slot's edge), from the report that slot was measured from: a rate over a few milliseconds is one send's burst
-(50 ms holding one send of 25 reads 500 msgs/s). A slot nobody reported in has no point; the next point covers its
-time (``dashboard.rates`` weighs each point by the time since the one before).
+earlier slot, or, where that one came less than ``MIN_BASE_FRACTION`` of an interval before it (an extra report just
+before the slot's edge), from the report that slot was measured from: a rate over a few milliseconds is one send's
+burst (50 ms holding one send of 25 reads 500 msgs/s). A slot nobody reported in has no point; the next point covers
+its time (``dashboard.rates`` weighs each point by the time since the one before).
 
 Not thread-safe: ``controlplane.state.LiveState`` owns one and calls it under its lock.
 """
@@ -36,7 +36,7 @@ __all__ = ["History", "HISTORY_S", "MAX_SERIES", "FIELDS"]
 
 HISTORY_S = 900.0
 MAX_SERIES = 5000
-MIN_BASE_S = 0.5   # a slot's rates span at least this part of an interval where an earlier report allows
+MIN_BASE_FRACTION = 0.5   # of an interval: a slot's rates span at least this, where an earlier report allows
 FIELDS = ("admittedMsgsPerSecond", "admittedBytesPerSecond", "throttleSecondsPerSecond", "throttledPerSecond",
           "tokensMsgs", "tokensBytes")
 
@@ -106,7 +106,7 @@ class History:
             # An extra report (a task asking for fresh shares) just before the slot's edge, and this one just
             # after it: a rate over those milliseconds is a send's burst, not a rate (the demo's slots read 2.5x
             # the limit while its records read it). Measured from the report the slot before was measured from.
-            if old is not None and cur.sent_at - base_report.sent_at < MIN_BASE_S * self.interval_s:
+            if old is not None and cur.sent_at - base_report.sent_at < MIN_BASE_FRACTION * self.interval_s:
                 base_report = old[1]
             self._slot_base[pid] = (index, base_report, last[0])
         self._last_in_slot[pid] = (index, cur)
