@@ -38,7 +38,7 @@ from protocol.state import (
 
 __all__ = ["UNLIMITED", "limit_value", "limit_text", "ago", "label", "Reading", "latest", "mean", "top_throttled",
            "limits_per_s", "admitted_vs_limit", "bucket_rows", "queue_rows", "jain", "parents", "child_shares",
-           "rg_rows", "check_limit", "LIMIT_RULE", "diff_rows", "change_text", "audit_rows"]
+           "rg_rows", "check_limit", "LIMIT_RULE", "diff_rows", "change_text", "audit_rows", "short_names"]
 
 LIMIT_RULE = "a finite number >= 0, or -1 for unlimited (0 also means no limit)"
 UNLIMITED = "unlimited"
@@ -72,6 +72,17 @@ def ago(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min ago"
     return f"{seconds / 3600:.1f} h ago"
+
+
+def short_names(participant_ids: Iterable[str]) -> dict[str, str]:
+    """Per participant id (``app/executor/host/pid/...``), the shortest name that tells it from the others: its
+    executor, else executor/pid (a local master's Python workers share one executor), else the whole id."""
+    ids = sorted(set(participant_ids))
+    for pick in (lambda parts: parts[1:2], lambda parts: parts[1:2] + parts[3:4]):
+        names = {pid: "/".join(pick(pid.split("/"))) or pid for pid in ids}
+        if len(set(names.values())) == len(ids):
+            return names
+    return {pid: pid for pid in ids}
 
 
 def label(level: str, name: str, kind: str = "publish") -> str:

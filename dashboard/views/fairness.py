@@ -30,9 +30,10 @@ def _queues(queues: QueuesState) -> None:
     for r in rows:
         groups.setdefault((r["queue"], r["participant"]), []).append(r)
     cols = st.columns(2)
+    names = derive.short_names(participant for _, participant in groups)
     for i, ((queue, participant), entries) in enumerate(groups.items()):
         with cols[i % 2]:
-            ui.plot(figures.queue_figure(entries, title=f"{queue} @ {participant.split('/')[1]}",
+            ui.plot(figures.queue_figure(entries, title=f"{queue} @ {names[participant]}",
                                          uirevision=f"{queue}.{participant}"), f"fairness.queue.{queue}.{participant}")
     ui.table(rows, "fairness.queues.table")
 

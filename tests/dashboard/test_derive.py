@@ -107,6 +107,16 @@ def test_a_shared_limit_is_shown_as_configured_not_as_its_buckets_pace() -> None
         {"target": "topic a/b/c", "admitted msgs/s": 24.0, "limit msgs/s": 50.0, "use %": 48.0}]
 
 
+def test_a_participant_is_named_by_its_executor_or_with_its_pid_where_executors_repeat() -> None:
+    cluster = ["app/1/host-a/401/x", "app/2/host-b/402/y"]
+    assert derive.short_names(cluster) == {"app/1/host-a/401/x": "1", "app/2/host-b/402/y": "2"}
+    local = ["demo/driver/vm/3233/a", "demo/driver/vm/3237/b"]      # a local master: one executor id for all
+    assert derive.short_names(local) == {"demo/driver/vm/3233/a": "driver/3233", "demo/driver/vm/3237/b": "driver/3237"}
+    same = ["demo/driver/vm/3233/a", "demo/driver/vm/3233/b"]        # a pid reused: the whole id
+    assert derive.short_names(same) == {pid: pid for pid in same}
+    assert derive.short_names(["odd"]) == {"odd": "odd"}
+
+
 def test_shares_of_topics_under_a_shared_limit() -> None:
     doc = history([series("topic", "acme/web/clicks", admittedMsgsPerSecond=[40.0, 40.0]),
                    series("topic", "acme/web/views", admittedMsgsPerSecond=[10.0, 10.0]),
