@@ -55,7 +55,8 @@ def _offload(people: ParticipantsState, settings: dict | None) -> None:
 def _mutations(people: ParticipantsState, policies: dict | None) -> None:
     st.subheader("Mutation quotas")
     rows = derive_participants.mutation_rows(people)
-    ui.plot(figures.mutation_figure([{**r, "where": r["participant"].split("/")[1]} for r in rows]),
+    names = derive.short_names(r["participant"] for r in rows)   # (one bar each: same-named bars would stack)
+    ui.plot(figures.mutation_figure([{**r, "where": names[r["participant"]]} for r in rows]),
             "mutations.figure")
     ui.table(rows, "mutations.table", empty="No participant reports mutation quotas.")
     configured = (policies or {}).get("mutationQuotas", [])
