@@ -22,8 +22,8 @@ from typing import Any
 from dashboard.derive import ago, limit_value
 from protocol.state import HistoryPoint, HistoryState, ParticipantsState
 
-__all__ = ["STALE_INTERVALS", "freshness", "applied", "is_empty", "offload_rows", "OffloadSample", "offload_sample",
-           "offload_points", "mutation_rows"]
+__all__ = ["STALE_INTERVALS", "freshness", "applied", "is_empty", "offload_rows", "permits_line", "OffloadSample",
+           "offload_sample", "offload_points", "mutation_rows"]
 
 STALE_INTERVALS = 3
 
@@ -48,6 +48,17 @@ def applied(doc: ParticipantsState, version: int) -> tuple[int, int, list[dict[s
 def is_empty(participants: ParticipantsState, history: HistoryState | None = None) -> bool:
     """Nothing to show yet: no participant alive or departed, and no history."""
     return not (participants.participants or participants.departed or (history is not None and history.series))
+
+
+def permits_line(permits_per_s: Any, rows: Sequence[dict[str, Any]]) -> float | None:
+    """The cluster-wide flow permits against which the offload reads are drawn: a process's permits (a broker
+    setting) times the participants that have offloaded anything (``offload_rows``; every worker reports its
+    offload statistics, most of them zeros: counting them drew 8 MB/s for two workers that read). None where the
+    permits are unlimited or nobody has read yet."""
+    readers = sum(1 for r in rows if r["read bytes"] > 0)
+    if not isinstance(permits_per_s, int | float) or permits_per_s <= 0 or not readers:
+        return None
+    return permits_per_s * readers
 
 
 def offload_rows(doc: ParticipantsState) -> list[dict[str, Any]]:

@@ -46,9 +46,9 @@ def _offload(people: ParticipantsState, settings: dict | None) -> None:
               delta_color="off", delta_arrow="off", border=True)
     c3.metric("Limited reads", f"{sum(r['limited'] for r in rows):,}", "waited for a window", delta_color="off",
               delta_arrow="off", border=True)
-    total = permits * len(rows) if permits and permits > 0 and rows else None
-    ui.plot(figures.offload_figure(points, total, title="offload bytes/s vs permits (all participants, since "
-                                                         "this page opened)"), "offload.figure")
+    total = derive_participants.permits_line(permits, rows)
+    ui.plot(figures.offload_figure(points, total, title="offload bytes/s vs permits (the participants that "
+                                                         "offloaded, since this page opened)"), "offload.figure")
     ui.table(rows, "offload.table", empty="No participant reports offload statistics.")
 
 

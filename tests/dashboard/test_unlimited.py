@@ -52,6 +52,14 @@ def test_tables_show_unlimited_limits_quotas_and_permits() -> None:
     assert [r["permits bytes/s"] for r in derive_participants.offload_rows(people)] == ["unlimited", 500]
 
 
+def test_the_permits_line_counts_the_participants_that_offloaded() -> None:
+    rows = [{"read bytes": n} for n in (16_000_000, 0, 20_000_000, 0, 0)]
+    assert derive_participants.permits_line(1_000_000, rows) == 2_000_000      # two of five read
+    assert derive_participants.permits_line(1_000_000, rows[1:2]) is None       # nobody has read yet
+    assert derive_participants.permits_line(-1, rows) is None                   # unlimited
+    assert derive_participants.permits_line(None, rows) is None                 # not set
+
+
 def test_the_audit_log_and_the_confirmation_say_unlimited_for_a_limit_field() -> None:
     old = {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": 0, "ratePeriodInSecond": 1}
     new = {"publishThrottlingRateInMsg": 40, "publishThrottlingRateInByte": 0, "ratePeriodInSecond": 1}
