@@ -122,6 +122,12 @@ def top_throttled(history: HistoryState, n: int = 10) -> list[dict[str, Any]]:
     return rows[:n]
 
 
+def _configured(shared: SharedState | None) -> dict[Key, tuple[Any, Any]]:
+    """Per shared limit, by its limiter (level, kind, name): its (msgs, bytes) per second as configured."""
+    return {(x.level, x.direction, x.name): (x.limitMsgsPerSecond, x.limitBytesPerSecond)
+            for x in (shared.limits if shared is not None else ())}
+
+
 def limits_per_s(buckets: BucketsState, shared: SharedState | None = None) -> dict[Key, dict[str, float | None]]:
     """Per limiter, its limit per second in msgs and bytes (None = unlimited): a shared limit's as ``shared``
     configures it, any other the participants' bucket rates summed. (Under grants a participant's bucket is paced
@@ -133,10 +139,9 @@ def limits_per_s(buckets: BucketsState, shared: SharedState | None = None) -> di
         for dim, snap in (("msgs", b.msgs), ("bytes", b.bytes)):
             if snap is not None and snap.rate > 0:
                 entry[dim] = (entry[dim] or 0.0) + snap.rate / snap.period_s
-    for limit in shared.limits if shared is not None else ():
-        msgs, byts = limit_value(limit.limitMsgsPerSecond), limit_value(limit.limitBytesPerSecond)
-        out[limit.level, limit.direction, limit.name] = {"msgs": None if isinstance(msgs, str) else msgs,
-                                                         "bytes": None if isinstance(byts, str) else byts}
+    for key, configured in _configured(shared).items():
+        shown = [limit_value(v) for v in configured]
+        out[key] = {dim: None if isinstance(v, str) else v for dim, v in zip(("msgs", "bytes"), shown, strict=True)}
     return out
 
 
@@ -157,15 +162,13 @@ def admitted_vs_limit(history: HistoryState, buckets: BucketsState, last_s: floa
 def bucket_rows(buckets: BucketsState, shared: SharedState | None = None) -> list[dict[str, Any]]:
     """One row per limiter: its tokens summed over participants, and its limit -- a shared limit's as ``shared``
     configures it (see ``limits_per_s``), any other the participants' bucket rates summed."""
-    configured = {(x.level, x.direction, x.name): x for x in shared.limits} if shared is not None else {}
+    configured = _configured(shared)
     rows = []
     for t in buckets.totals:
-        limit = configured.get((t.level, t.kind, t.name))
+        msgs, byts = configured.get((t.level, t.kind, t.name), (t.msgs.rate, t.bytes.rate))
         rows.append({"level": t.level, "kind": t.kind, "name": t.name, "participants": t.participants,
-                     "msgs tokens": round(t.msgs.tokens, 2),
-                     "msgs limit": limit_value(t.msgs.rate if limit is None else limit.limitMsgsPerSecond),
-                     "bytes tokens": round(t.bytes.tokens, 1),
-                     "bytes limit": limit_value(t.bytes.rate if limit is None else limit.limitBytesPerSecond),
+                     "msgs tokens": round(t.msgs.tokens, 2), "msgs limit": limit_value(msgs),
+                     "bytes tokens": round(t.bytes.tokens, 1), "bytes limit": limit_value(byts),
                      "in debt": t.msgs.tokens < 0 or t.bytes.tokens < 0})
     return rows
 
