@@ -106,31 +106,31 @@ def chart(limit: SharedLimit) -> tuple[str, float | str, str]:
     return _name(limit), _cap(limit, dim), _UNIT[dim]
 
 
+def _summary_row(limit: SharedLimit) -> dict[str, Any]:
+    dim = dimension(limit)
+    cap, use, unit = _cap(limit, dim), _use(limit, dim), _UNIT[dim]
+    granted, window = use.granted, limit.windowSeconds
+    return {"shared limit": _name(limit), f"limit {unit}": cap, f"admitted {unit}": round(use.usage, 2),
+            f"demand {unit}": round(use.demand, 2),
+            f"granted {unit}": (UNLIMITED if isinstance(cap, str) else round(granted / window, 2)
+                                if isinstance(granted, int | float) and window else NO_GRANT),
+            "use %": UNLIMITED if isinstance(cap, str) else round(100 * use.usage / cap, 1),
+            "participants": len(limit.participants), "adaptive": adaptive_text(limit),
+            "status": _status_text(limit)}
+
+
 def summary_rows(doc: SharedState) -> list[dict[str, Any]]:
     """One row per shared limit, the ones that need a look first."""
-    rows = []
-    for limit in ordered(doc):
-        dim = dimension(limit)
-        cap, use, unit = _cap(limit, dim), _use(limit, dim), _UNIT[dim]
-        granted, window = use.granted, limit.windowSeconds
-        rows.append({"shared limit": _name(limit), f"limit {unit}": cap, f"admitted {unit}": round(use.usage, 2),
-                     f"demand {unit}": round(use.demand, 2),
-                     f"granted {unit}": (UNLIMITED if isinstance(cap, str) else round(granted / window, 2)
-                                         if isinstance(granted, int | float) and window else NO_GRANT),
-                     "use %": UNLIMITED if isinstance(cap, str) else round(100 * use.usage / cap, 1),
-                     "participants": len(limit.participants), "adaptive": adaptive_text(limit),
-                     "status": _status_text(limit)})
-    return rows
+    return [_summary_row(limit) for limit in ordered(doc)]
 
 
 def summary_tables(doc: SharedState) -> dict[str, list[dict[str, Any]]]:
     """``summary_rows`` split by unit ("msgs/s", then "B/s" for limits set in bytes only), each in its order: one
     table's columns are one unit's (in one table, a bytes limit's row left the msgs columns empty: "None")."""
-    tables: dict[str, list[dict[str, Any]]] = {}
-    for row in summary_rows(doc):
-        unit = next(u for u in _UNIT.values() if f"limit {u}" in row)
-        tables.setdefault(unit, []).append(row)
-    return {unit: tables[unit] for unit in _UNIT.values() if unit in tables}
+    tables: dict[str, list[dict[str, Any]]] = {unit: [] for unit in _UNIT.values()}
+    for limit in ordered(doc):
+        tables[_UNIT[dimension(limit)]].append(_summary_row(limit))
+    return {unit: rows for unit, rows in tables.items() if rows}
 
 
 def adaptive_text(limit: SharedLimit) -> str:
