@@ -106,18 +106,18 @@ def _shown(live: LiveState, usage: dict[str, dict[str, UsageValues]]) -> dict[st
     admitted over its last few seconds, where its counters tell (``controlplane.admitted``), and its demand by
     that usage times the factor it reported (demand / usage: ``1 / (1 - paused)``, measured in time, not in sends;
     a participant that admitted nothing in its last interval keeps the demand it reported)."""
+    limiter = {key: parse_limit_key(key) for key in usage}   # (level, direction, name): a limiter's (level, kind, name)
     wanted: dict[str, list[tuple[str, str, str]]] = {}
     for key, users in usage.items():
         for pid in users:
-            wanted.setdefault(pid, []).append(parse_limit_key(key))
+            wanted.setdefault(pid, []).append(limiter[key])
     read = {pid: admitted_per_s(peer.span, peer.report, wanted[pid])
             for pid, peer in live.snapshot().peers if pid in wanted and peer.span is not None}
     out: dict[str, dict[str, UsageValues]] = {}
     for key, users in usage.items():
-        level_kind_name = parse_limit_key(key)
         out[key] = {}
         for pid, u in users.items():
-            rates = read.get(pid, {}).get(level_kind_name)
+            rates = read.get(pid, {}).get(limiter[key])
             out[key][pid] = u if rates is None else u.model_copy(update={
                 "usage_msgs_per_s": rates[0], "usage_bytes_per_s": rates[1],
                 "demand_msgs_per_s": _demand(rates[0], u.usage_msgs_per_s, u.demand_msgs_per_s),
