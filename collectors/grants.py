@@ -95,7 +95,16 @@ from dataclasses import dataclass
 
 from limiter.policy import Rate
 from limiter.publish import RELEASE_TOKENS
-from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, GrantRequest, Outcomes, Spend, parse_limit_key
+from protocol import (
+    MAX_ASKS_PER_S,
+    Grant,
+    GrantAsk,
+    GrantRequest,
+    Outcomes,
+    Spend,
+    limit_key,
+    parse_limit_key,
+)
 
 from .outcomes import OutcomeLog
 from .share_rows import NONE, ShareRows
@@ -358,10 +367,14 @@ class GrantKeeper:
                  send: Callable[[GrantRequest], list[Grant]], refresh: Callable[[], None],
                  now_s: Callable[[], float], poll_s: float = POLL_S, idle_s: float = IDLE_S,
                  burst_idle_s: float = BURST_IDLE_S,
-                 known: Callable[[], Iterable[str]] | None = None):
+                 known: Callable[[], Iterable[str]] | None = None,
+                 adaptive: Callable[[str], bool] | None = None):
         self.me, self.grants = participant_id, grants
         # every shared limit it has a limiter of, a pool or not (its safe split): what a round keeps the rows of
         self._known = known
+        # whether a limit key is an adaptive shared limit by this participant's policies: the outcomes of one it
+        # holds no pool of are told in asks of their own (``_outcome_asks``)
+        self._adaptive = adaptive
         self._pools, self._send, self._refresh, self._now_s = pools, send, refresh, now_s
         self.poll_s, self.idle_s, self.burst_idle_s = poll_s, idle_s, min(burst_idle_s, idle_s)
         self._wake = threading.Event()
@@ -379,10 +392,11 @@ class GrantKeeper:
         # (a burst served: see the essay). Only such pools, so a dict, not a column
         self._falling: dict[str, float] = {}
         self.spends = SpendLog(rows=rows)
-        self.outcomes = OutcomeLog()
+        self.outcomes = OutcomeLog(now_s)
         self._lock = threading.Lock()   # one round at a time: the keeper's thread, or a new producer's
         self.asks = 0
         self.returns = 0
+        self.told = 0   # asks that carried outcomes alone
         self.failures = 0
         self.quiet = False   # its last round found nothing to watch: no producer on any pool, nothing held
 
@@ -438,7 +452,7 @@ class GrantKeeper:
         if self.grants.outage_since is not None:
             self._refresh()   # the outage rules move with time; retrying is the reporter's, with its backoff
             return 0
-        asks: list[tuple[GrantAsk, Pool]] = []
+        asks: list[tuple[GrantAsk, Pool | None]] = []
         seen = set()
         quiet = True
         for pool in self._pools():
@@ -532,13 +546,14 @@ class GrantKeeper:
                                              spent=self.spends.unsent(pool.key, now),
                                              outcomes=self.outcomes.take(pool.key),
                                              send=pool.send_msgs, coming=pool.coming_msgs), pool))
+        telling = self._outcome_asks(seen, now, asks)
         for by_key in (self._urgent_at, self._falling):   # (the small dicts of a few limits: theirs only)
-            for key in [k for k in by_key if k not in seen]:
+            for key in [k for k in by_key if k not in seen and k not in telling]:
                 del by_key[key]
         # frees the rows of the limits it no longer holds -- not of one at its safe split now (the reporter's
         # round ends an outage before it puts the pools back): that row keeps the split last answered, which the
         # next outage falls back on (without it: the limit / 2 for a participant that is alone)
-        keep = seen
+        keep = seen | telling
         if self._known is not None and len(self.grants.rows) > len(seen):
             keep = seen.union(self._known())
         self.grants.forget(keep)
@@ -551,15 +566,18 @@ class GrantKeeper:
             answers = self._send(GrantRequest(participant_id=self.me, asks=[a for a, _ in asks], sent_s=now))
         except Exception as e:  # noqa: BLE001 - any failure: the outage rules apply; the reporter retries
             self.failures += 1
-            for ask, pool in asks:
+            for ask, _ in asks:
                 if ask.outcomes is not None:
-                    self.outcomes.restore(pool.key, ask.outcomes)
+                    self.outcomes.restore(limit_key(ask.level, ask.direction, ask.name), ask.outcomes)
             self.grants.ask_failed(since=now)   # (from when the ask was sent: it may have hung for its timeout)
             log.debug("throttlescope: grant ask failed: %s", e)
             self._refresh()
             return 0
         for (ask, pool), grant in zip(asks, answers, strict=False):
             self.grants.record(ask, grant, now)
+            if pool is None:   # outcomes alone: nothing held, nothing granted
+                self.told += 1
+                continue
             self.spends.answered(pool.key)
             if grant.msgs > 0 or grant.bytes > 0:
                 self._deposit(pool, max(0.0, grant.msgs), max(0.0, grant.bytes))
@@ -576,6 +594,27 @@ class GrantKeeper:
             else:
                 self.returns += 1
         return len(asks)
+
+    def _outcome_asks(self, seen: set[str], now: float, asks: list[tuple[GrantAsk, Pool | None]]) -> set[str]:
+        """Add an ask of outcomes alone for each adaptive limit this participant has outcomes of and no pool
+        (``seen``: the limits it has pools of): its sends go out in another process than its limiter's, and
+        the control plane learns from them all the same. A refusal is told at once (at most every
+        ``URGENT_EVERY_S``, not during the sink's pause), any other outcome once it has waited ``SPENDS_EVERY_S``.
+        Returns those limits (told now or still to be)."""
+        if self._adaptive is None:
+            return set()
+        kept = set()
+        for key in self.outcomes.waiting():
+            if key in seen or not self._adaptive(key):
+                continue   # (a pool's go with its asks; a limit that is not adaptive learns nothing from them)
+            kept.add(key)
+            urgent = (self.outcomes.urgent(key) and not self.grants.paused(key, now)
+                      and now - self._urgent_at.get(key, -math.inf) >= URGENT_EVERY_S)
+            if urgent or now - self.outcomes.since(key) >= SPENDS_EVERY_S:
+                if urgent:
+                    self._urgent_at[key] = now
+                asks.append((self.grants.ask(key, (0.0, 0.0), outcomes=self.outcomes.take(key)), None))
+        return kept
 
     def _spends_due(self, key: str, now: float) -> bool:
         """Whether the pool of ``key`` has spends older than a steady sender's asks are apart: ``SPENDS_EVERY_S``,

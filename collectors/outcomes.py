@@ -5,7 +5,9 @@ A task that sends to a sink (an HTTP API, a database) behind a shared limit says
 otherwise. ``OutcomeLog`` adds them up per limit the topic passes that can be adaptive (its topic's and its
 tenant's publish limits: ``protocol.rules``), and the grant keeper hands each limit's sum to the control plane
 with that limit's next ask (``GrantAsk.outcomes``), where one ``limiter.adaptive.AdaptiveRate`` per limit learns
-from every participant's. A refusal wakes the keeper, which asks at once for that limit (the control plane cuts
+from every participant's. A process that sends without a producer of its own on the limit -- the natural Spark
+form, ``df.mapInArrow(throttle_arrow(topic), ...).foreach(post)``, runs ``post`` in another Python worker than the
+limiter -- tells its sums in an ask of their own that wants nothing, at least every quarter second. A refusal wakes the keeper, which asks at once for that limit (the control plane cuts
 the rate for everyone at the first signal of an event, and answers a Retry-After as a pause to every asker).
 Sums are small and bounded: three counts and a longest Retry-After per limit, whatever the number of sends.
 """
@@ -16,7 +18,7 @@ import email.utils
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from limiter.adaptive import Outcome, checked_outcome
 from limiter.levels import split_topic
@@ -71,9 +73,10 @@ class OutcomeLog:
     """Outcome sums per limit key, since the limit's last answered ask. Thread-safe (tasks add, the keeper
     takes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        # key -> [ok, throttled, errors, longest Retry-After or -1, slowest send taken or -1]
+        self._clock = clock
+        # key -> [ok, throttled, errors, longest Retry-After or -1, slowest send taken or -1, first added at]
         self._sums: dict[str, list[float]] = {}
 
     def add(self, topic: str, outcome: Outcome | str, n: float = 1, retry_after_s: float | None = None,
@@ -87,6 +90,17 @@ class OutcomeLog:
             for key in adaptive_keys(topic):
                 self._merge(key, counts, retry_after_s, slowest)
         return outcome
+
+    def waiting(self) -> list[str]:
+        """The limits with sums waiting to be told."""
+        with self._lock:
+            return list(self._sums)
+
+    def since(self, key: str) -> float:
+        """When the oldest sum waiting for ``key`` was added (the clock's time; inf: none waits)."""
+        with self._lock:
+            sums = self._sums.get(key)
+            return math.inf if sums is None else sums[5]
 
     def urgent(self, key: str) -> bool:
         """Whether a refusal waits to be told for ``key``."""
@@ -113,7 +127,9 @@ class OutcomeLog:
                slowest_s: float | None) -> None:
         """Add (ok, throttled, errors) to ``key``'s sums and keep the longest Retry-After and slowest send (under
         the lock)."""
-        sums = self._sums.setdefault(key, [0.0, 0.0, 0.0, -1.0, -1.0])
+        sums = self._sums.get(key)
+        if sums is None:
+            sums = self._sums[key] = [0.0, 0.0, 0.0, -1.0, -1.0, self._clock()]
         for i, count in enumerate(counts):
             sums[i] += count
         if retry_after_s is not None:

@@ -52,7 +52,7 @@ from limiter.mutation import MutationQuota, MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
 from limiter.policy import Level
 from limiter.producer import Producer
-from protocol import PolicySet, Report, limit_key
+from protocol import PolicySet, Report, limit_key, parse_limit_key
 
 from .apply import DISPATCH, PUBLISH, Applier
 from .config import RuntimeConfig
@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 
 GOODBYE_TIMEOUT_S = 0.5
 MAX_TOPICS_REFRESHED = 10_000   # topics whose first producer or dispatcher refreshes the policies (then: the next report)
+MAX_UNPACED_WARNINGS = 20   # topics a worker warns of, telling outcomes of sends that no producer of its paced
 
 
 class Participant:
@@ -97,6 +98,7 @@ class Participant:
         self._dispatch_throttles: dict[str, int] = {}
         self._closed = False
         self._topics_seen: set[str] = set()
+        self._unpaced: set[str] = set()   # topics report_outcome warned of: told outcomes, no producer here
         if client is None and self.config.url:
             from .client import ControlPlaneClient, request_timeout_s  # httpx: only where a control plane is
             client = ControlPlaneClient(self.config.url, self.config.token,
@@ -113,7 +115,8 @@ class Participant:
                 return self.clock.now_ns() / 1e9
             self.grant_keeper = GrantKeeper(self.identity.participant_id, self.applier.grants, self._pools,
                                             lambda req: client.grant(req, timeout_s=ask_timeout_s(len(req.asks))).grants,
-                                            self.applier.refresh, now_s, known=self._shared_keys)
+                                            self.applier.refresh, now_s, known=self._shared_keys,
+                                            adaptive=self._adaptive_key)
             self.limits.on_throttle = self.grant_keeper.wake
             if start:
                 self.reporter.start()
@@ -170,8 +173,16 @@ class Participant:
         keeper = self.grant_keeper
         if keeper is None:
             checked_outcome(outcome, n, retry_after_s, latency_s)
-        elif keeper.outcomes.add(topic, outcome, n, retry_after_s, latency_s) is Outcome.THROTTLED:
+            return
+        if keeper.outcomes.add(topic, outcome, n, retry_after_s, latency_s) is Outcome.THROTTLED:
             keeper.wake()
+        if (topic not in self._topics_seen and len(self._topics_seen) < MAX_TOPICS_REFRESHED
+                and len(self._unpaced) < MAX_UNPACED_WARNINGS and topic not in self._unpaced):
+            self._unpaced.add(topic)
+            log.warning("throttlescope: report_outcome(%r) in a Python worker that has no producer of that topic: "
+                        "its sends do not pass the limiter, which cannot pace them nor hold them through a sink's "
+                        "Retry-After. Send where the rows are throttled: df.foreachPartition(throttle_foreach(topic, "
+                        "send)), or inside the function that iterates throttle_arrow(topic)(batches)", topic)
 
     def _first_of(self, topic: str) -> None:
         """The first producer or dispatcher of ``topic`` in this process: one report round first, so that the
@@ -234,6 +245,13 @@ class Participant:
         keys.update(limit_key(lim.level.value, DISPATCH, lim.name) for lim in self.dispatch.limiters()
                     if applier.pooled(lim.level, DISPATCH, lim.name) is not None)
         return keys
+
+    def _adaptive_key(self, key: str) -> bool:
+        """Whether ``key`` names an adaptive shared limit by this participant's policies."""
+        level, direction, name = parse_limit_key(key)
+        limit = self.applier.limit(Level(level), direction, name)
+        return (limit is not None and limit.shared and not limit.rate.is_unlimited
+                and limit.adaptive_floor_per_s is not None)
 
     def _ceiling(self, paths: Iterable[tuple[tuple[Level, str], ...]]) -> float | None:
         """The most a pool's producers can spend, msgs/s: each is held to the lowest configured limit of the other

@@ -182,3 +182,45 @@ def test_a_refusal_is_told_out_of_turn_only_for_an_adaptive_limit_and_at_most_ev
         clock.advance(0.01)
     told = len(cp.grant_requests) - asked
     assert told == (2 if on else 0), told                                # at 0 s and 0.1 s; none for a plain one
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_outcomes_of_a_worker_with_no_producer_of_the_topic_are_told_in_asks_of_their_own(
+        clock: ManualClock, on: bool, caplog: pytest.LogCaptureFixture) -> None:
+    # Spark runs df.mapInArrow(throttle_arrow(t)).foreach(post)'s post in another Python worker than the limiter:
+    # that worker has no pool of the limit, and its outcomes were kept until the keeper's round forgot them
+    cp, (limited,), (producer,) = world(clock, adaptive(1000, on=on), n=1)
+    sender = make_participant(clock, cp, pid="p1", interval_s=1.0)
+    assert sender.report_now()
+    key = f"topic:publish:{TOPIC}"
+    sender.report_outcome(TOPIC, "ok", 30)
+    assert "has no producer of that topic" in caplog.text                 # said once, where it happens
+    caplog.clear()
+    sender.report_outcome(TOPIC, "ok", 10)
+    assert not caplog.text
+    asked = len(cp.grant_requests)
+    sender.grant_keeper.run_once()
+    assert len(cp.grant_requests) == asked                               # OKs wait for the next quarter second
+    clock.advance(0.25)
+    sender.grant_keeper.run_once()
+    told = [a for r in cp.grant_requests[asked:] for a in r.asks]
+    if not on:                                                          # a plain limit learns nothing from them
+        assert told == [] and sender.grant_keeper.outcomes.take(key) is None
+        return
+    assert [(a.wants_msgs, a.held_msgs, a.outcomes.ok) for a in told] == [(0, None, 40)]
+    learnt = cp.grants.shares({}, cp.policies)[key]["adaptive"]
+    assert learnt["ok"] == 40
+    sender.report_outcome(TOPIC, "throttled", 5, retry_after_s=1.0)      # a refusal: told at once
+    sender.grant_keeper.run_once()
+    learnt = cp.grants.shares({}, cp.policies)[key]["adaptive"]
+    assert learnt["throttled"] == 5 and learnt["pausedForSeconds"] > 0.9
+    assert sender.grant_keeper.told == 2
+    # the pause reaches the worker that holds the limiter, at its next ask
+    assert producer.try_acquire(SEND)
+    for _ in range(30):
+        limited.grant_keeper.run_once()
+        clock.advance(0.01)
+    assert not producer.try_acquire(1000)
+    assert limited.grant_keeper.grants.paused(key, clock.now_s())
+    # and the worker without a producer counts for nobody's share: only the limiter's worker holds it
+    assert cp.grants.shares({key: ["p0", "p1"]}, cp.policies)[key]["askers"] == 1
