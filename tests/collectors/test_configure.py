@@ -55,3 +55,11 @@ def test_a_spark_conf_works_too() -> None:
     conf = configure(SparkConf(loadDefaults=False).setAppName("nightly"), url="http://cp:8000")
     assert conf.get("spark.executorEnv.THROTTLESCOPE_URL") == "http://cp:8000"
     assert re.fullmatch(r"nightly-[0-9a-f]{8}", conf.get("spark.executorEnv.THROTTLESCOPE_APP_ID"))
+
+
+def test_python_workers_hand_each_batch_on_at_once_unless_the_user_said_otherwise() -> None:
+    from collectors.spark import PIPELINED
+
+    assert configure(SparkSession.Builder())._options[PIPELINED] == "true"
+    assert configure(SparkSession.Builder().config(PIPELINED, "false"))._options[PIPELINED] == "false"
+    assert configure(SparkConf(loadDefaults=False)).get(PIPELINED) == "true"
