@@ -554,8 +554,8 @@ class GrantKeeper:
         # round ends an outage before it puts the pools back): that row keeps the split last answered, which the
         # next outage falls back on (without it: the limit / 2 for a participant that is alone)
         keep = seen | telling
-        if self._known is not None and len(self.grants.rows) > len(seen):
-            keep = seen.union(self._known())
+        if self._known is not None and len(self.grants.rows) > len(keep):
+            keep.update(self._known())
         self.grants.forget(keep)
         self.spends.forget(keep)
         self.outcomes.forget(keep)

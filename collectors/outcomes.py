@@ -5,10 +5,13 @@ A task that sends to a sink (an HTTP API, a database) behind a shared limit says
 otherwise. ``OutcomeLog`` adds them up per limit the topic passes that can be adaptive (its topic's and its
 tenant's publish limits: ``protocol.rules``), and the grant keeper hands each limit's sum to the control plane
 with that limit's next ask (``GrantAsk.outcomes``), where one ``limiter.adaptive.AdaptiveRate`` per limit learns
-from every participant's. A process that sends without a producer of its own on the limit -- the natural Spark
-form, ``df.mapInArrow(throttle_arrow(topic), ...).foreach(post)``, runs ``post`` in another Python worker than the
-limiter -- tells its sums in an ask of their own that wants nothing, at least every quarter second. A refusal wakes the keeper, which asks at once for that limit (the control plane cuts
+from every participant's. A refusal wakes the keeper, which asks at once for that limit (the control plane cuts
 the rate for everyone at the first signal of an event, and answers a Retry-After as a pause to every asker).
+A process that sends with no producer of its own on the limit tells its sums in asks of their own that want
+nothing (a refusal at once, the rest within a quarter second): Spark runs the ``post`` of
+``df.mapInArrow(throttle_arrow(topic), ...).foreach(post)`` in another Python worker than the limiter. Its sends
+are not paced, nor held through a pause (``collectors.spark``: send where the rows are throttled), but what the
+sink answered them is news for every sender.
 Sums are small and bounded: three counts and a longest Retry-After per limit, whatever the number of sends.
 """
 

@@ -210,11 +210,16 @@ def test_outcomes_of_a_worker_with_no_producer_of_the_topic_are_told_in_asks_of_
     assert [(a.wants_msgs, a.held_msgs, a.outcomes.ok) for a in told] == [(0, None, 40)]
     learnt = cp.grants.shares({}, cp.policies)[key]["adaptive"]
     assert learnt["ok"] == 40
+    sender.report_outcome(TOPIC, "ok", 7)                                # kept through a round that tells nothing
+    sender.grant_keeper.run_once()
+    clock.advance(0.25)
+    sender.grant_keeper.run_once()
+    assert cp.grants.shares({}, cp.policies)[key]["adaptive"]["ok"] == 47
     sender.report_outcome(TOPIC, "throttled", 5, retry_after_s=1.0)      # a refusal: told at once
     sender.grant_keeper.run_once()
     learnt = cp.grants.shares({}, cp.policies)[key]["adaptive"]
     assert learnt["throttled"] == 5 and learnt["pausedForSeconds"] > 0.9
-    assert sender.grant_keeper.told == 2
+    assert sender.grant_keeper.told == 3
     # the pause reaches the worker that holds the limiter, at its next ask
     assert producer.try_acquire(SEND)
     for _ in range(30):
@@ -222,5 +227,6 @@ def test_outcomes_of_a_worker_with_no_producer_of_the_topic_are_told_in_asks_of_
         clock.advance(0.01)
     assert not producer.try_acquire(1000)
     assert limited.grant_keeper.grants.paused(key, clock.now_s())
-    # and the worker without a producer counts for nobody's share: only the limiter's worker holds it
-    assert cp.grants.shares({key: ["p0", "p1"]}, cp.policies)[key]["askers"] == 1
+    # and the worker without a producer takes no share: only the limiter's worker may ask
+    shares = cp.grants.shares({key: ["p0", "p1"]}, cp.policies)[key]
+    assert shares["askers"] <= 1 and shares["holders"]["p1"]["msgs"] == {"granted": 0.0, "fairPerSecond": 0.0}
