@@ -25,7 +25,7 @@ one send ahead of its share. ``most_per_acquire()`` says how large a send keeps 
 larger batches into sends of that size; with no binding limit nothing is split.
 
 Sends that are coming: ``will_send(msgs)`` says a batch of ``msgs`` is in hand, to go in the sends that follow;
-each charge counts it down (``coming_msgs``). A shared limit's pool asks for what is coming in one answer, not a send
+each charge counts it down (``coming_msgs``), and a send refused once all of it is charged is coming too. A shared limit's pool asks for what is coming in one answer, not a send
 or three at a time: a Spark task's 62 rows (sends of 25, 25 and 12) are its whole micro-batch, and each ask of a
 worker whose process runs fifteen others on two cores waits tens of milliseconds for its thread.
 
@@ -177,6 +177,11 @@ class Producer:
 
     def _waits_to_send(self, msgs: float) -> None:
         self._refused = (self._clock.now_ns(), msgs)
+        if self._coming_msgs == 0:
+            # all it said was coming is charged, yet it waits to send: this send is coming too. Left at 0, a shared
+            # limit's pool reads "nothing more" and, dry, asks for nothing while the send waits -- a Spark task whose
+            # last Arrow batch was one send (100 rows in sends of 25, then 25) waited for ever
+            self._coming_msgs = float(msgs)
 
     def acquire(self, msgs: float = 1, bytes: float = 0, timeout_s: float | None = None) -> bool:
         """Wait while paused (at most ``timeout_s``), then charge the send. False on timeout, nothing charged."""

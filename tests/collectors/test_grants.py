@@ -719,3 +719,31 @@ def test_a_quiet_keepers_thread_rounds_come_quiet_s_apart_and_a_wake_brings_one_
         assert rounds[-1] - rounds[-2] < QUIET_S
     finally:
         keeper.stop()
+
+
+def test_a_batch_of_one_send_after_a_sliced_one_is_granted(clock: ManualClock) -> None:
+    # a task of 125 rows at 1,000 msgs/s: an Arrow batch of 100 (four sends of 25, said to be coming and all charged),
+    # then one of 25, a single send. Said nothing, the dry pool read "all charged" and never asked: the send waited
+    # for ever (the benchmark's stream of micro-batches of half the limit hung in it)
+    from collectors.spark import _acquired_sends
+
+    cp, (p, _) = world(clock)
+    producer = p.producer(TOPIC)                     # its first ask: a quarter second of the limit, 250
+    producer.will_send(260)                          # a sliced batch, all charged: its last send overdrew the pool
+    assert producer.try_acquire(240) and producer.try_acquire(20) and producer.coming_msgs == 0
+    for _ in range(50):                              # half a second: its spends told, nothing more asked
+        p.grant_keeper.run_once()
+        clock.advance(0.01)
+    done = threading.Event()
+
+    def last_batch() -> None:
+        assert list(_acquired_sends(producer, 25, 200)) == [(0, 25)]
+        done.set()
+
+    threading.Thread(target=last_batch, daemon=True).start()
+    for _ in range(100):                             # 1 s of keeper rounds, 10 ms apart
+        if done.wait(0.01):
+            break
+        p.grant_keeper.run_once()
+        clock.advance(0.01)
+    assert done.is_set(), f"the send still waits; asks since: {[a.wants_msgs for r in cp.grant_requests for a in r.asks]}"

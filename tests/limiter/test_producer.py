@@ -330,6 +330,18 @@ def test_will_send_says_what_is_coming_and_each_charge_counts_it_down(clock):
     assert p.coming_msgs == 0.0
 
 
+def test_a_send_refused_after_all_that_was_said_is_charged_is_coming_too(clock):
+    # (else a shared limit's dry pool reads "nothing more" and asks for nothing while the send waits)
+    p, _ = make(clock, Rate(msgs=100))
+    p.will_send(100)
+    assert p.try_acquire(100) and p.paused and p.coming_msgs == 0.0   # the bucket is spent: paused
+    assert not p.try_acquire(25)
+    assert p.coming_msgs == 25.0
+    p2, _ = make(clock, Rate(msgs=100))
+    assert p2.try_acquire(100) and not p2.try_acquire(25)
+    assert p2.coming_msgs is None                                     # never said: still not known
+
+
 @pytest.mark.parametrize("bad", [-1, math.inf, math.nan, True, "62", None])
 def test_will_send_refuses_what_is_no_number_of_messages(clock, bad):
     p, _ = make(clock)
