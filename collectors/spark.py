@@ -75,8 +75,7 @@ from typing import Any
 from .shipping import ship_library, shipping_enabled
 
 __all__ = ["throttle_rows", "throttle_pandas", "throttle_arrow", "throttle_foreach", "throttle_foreach_batch",
-           "report_outcome",
-           "configure", "DEFAULT_BATCH_ROWS", "arrow_size_of_pandas"]
+           "report_outcome", "configure", "DEFAULT_BATCH_ROWS", "PIPELINED", "arrow_size_of_pandas"]
 
 DEFAULT_BATCH_ROWS = 100
 PIPELINED = "spark.python.udf.pipelined.enabled"   # a Python worker's output reaches the JVM batch by batch
