@@ -478,12 +478,9 @@ class GrantKeeper:
             # an adaptive limit's refusal is told at once (the control plane cuts the rate for every sender at the
             # first), unless the sink's pause is on (the control plane knows, and answers nothing until it ends);
             # at most every URGENT_EVERY_S: a sink refusing thousands a second must not make as many asks
-            urgent = (pool.adaptive and self.outcomes.urgent(pool.key) and not self.grants.paused(pool.key, now)
-                      and now - self._urgent_at.get(pool.key, -math.inf) >= URGENT_EVERY_S)
+            urgent = pool.adaptive and self._refusal_told_now(pool.key, now)
             if not urgent and not self.grants.due(pool.key, now):
                 continue
-            if urgent:
-                self._urgent_at[pool.key] = now
             fair = self.grants.chunk(pool.key, pool.limit)
             spent_per_s = self._spent_per_s(row, pool.admitted, now)
             # every batch its producers said they have in hand is charged: it asks nothing ahead (their task may be
@@ -595,11 +592,21 @@ class GrantKeeper:
                 self.returns += 1
         return len(asks)
 
+    def _refusal_told_now(self, key: str, now: float) -> bool:
+        """Whether a refusal the sink of ``key`` (an adaptive limit) answered is to be told out of turn now -- one
+        waits, the sink's pause is not on, and none was told in the last ``URGENT_EVERY_S`` -- and if so, that it
+        is told now."""
+        if (not self.outcomes.urgent(key) or self.grants.paused(key, now)
+                or now - self._urgent_at.get(key, -math.inf) < URGENT_EVERY_S):
+            return False
+        self._urgent_at[key] = now
+        return True
+
     def _outcome_asks(self, seen: set[str], now: float, asks: list[tuple[GrantAsk, Pool | None]]) -> set[str]:
         """Add an ask of outcomes alone for each adaptive limit this participant has outcomes of and no pool
         (``seen``: the limits it has pools of): its sends go out in another process than its limiter's, and
-        the control plane learns from them all the same. A refusal is told at once (at most every
-        ``URGENT_EVERY_S``, not during the sink's pause), any other outcome once it has waited ``SPENDS_EVERY_S``.
+        the control plane learns from them all the same. A refusal is told at once (``_refusal_told_now``), any
+        other outcome once it has waited ``SPENDS_EVERY_S``.
         Returns those limits (told now or still to be)."""
         if self._adaptive is None:
             return set()
@@ -608,11 +615,7 @@ class GrantKeeper:
             if key in seen or not self._adaptive(key):
                 continue   # (a pool's go with its asks; a limit that is not adaptive learns nothing from them)
             kept.add(key)
-            urgent = (self.outcomes.urgent(key) and not self.grants.paused(key, now)
-                      and now - self._urgent_at.get(key, -math.inf) >= URGENT_EVERY_S)
-            if urgent or now - self.outcomes.since(key) >= SPENDS_EVERY_S:
-                if urgent:
-                    self._urgent_at[key] = now
+            if self._refusal_told_now(key, now) or now - self.outcomes.since(key) >= SPENDS_EVERY_S:
                 asks.append((self.grants.ask(key, (0.0, 0.0), outcomes=self.outcomes.take(key)), None))
         return kept
 

@@ -248,10 +248,10 @@ class Participant:
 
     def _adaptive_key(self, key: str) -> bool:
         """Whether ``key`` names an adaptive shared limit by this participant's policies."""
-        level, direction, name = parse_limit_key(key)
-        limit = self.applier.limit(Level(level), direction, name)
-        return (limit is not None and limit.shared and not limit.rate.is_unlimited
-                and limit.adaptive_floor_per_s is not None)
+        level_name, direction, name = parse_limit_key(key)
+        level = Level(level_name)
+        return (self.applier.pooled(level, direction, name) is not None
+                and self.applier.limit(level, direction, name).adaptive_floor_per_s is not None)
 
     def _ceiling(self, paths: Iterable[tuple[tuple[Level, str], ...]]) -> float | None:
         """The most a pool's producers can spend, msgs/s: each is held to the lowest configured limit of the other

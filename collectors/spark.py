@@ -110,6 +110,11 @@ def _row_bytes(row: Any) -> int:
     return len(str(row).encode())
 
 
+def _check_batch_rows(batch_rows: Any) -> None:
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
+
+
 def throttle_rows(
     rows: Iterable[Any],
     topic: str | Callable[[Any], str],
@@ -122,8 +127,7 @@ def throttle_rows(
     """Yield ``rows`` unchanged, acquiring ``batch_rows`` rows at a time from the topic's producer(s) -- in
     sends of at most ``most_per_acquire()`` when a batch is larger (a single topic's rows go on as each send is
     acquired; with a topic per row, the batch goes on once all its topics' sends are)."""
-    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-        raise ValueError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
+    _check_batch_rows(batch_rows)
     producers: dict[str, Any] = {}
     one_topic = isinstance(topic, str)
     iterator = iter(rows)
@@ -227,8 +231,7 @@ def throttle_foreach(
     the limit, and ``send`` may call ``report_outcome`` for an adaptive one."""
     if not callable(send):
         raise TypeError(f"send must be a function of one row, got {type(send).__name__}")
-    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-        raise ValueError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
+    _check_batch_rows(batch_rows)   # (here, on the driver: throttle_rows checks it only once a task runs)
 
     def each_partition(rows: Iterable[Any]) -> None:
         for row in throttle_rows(rows, topic, batch_rows=batch_rows, row_bytes=row_bytes, producer=producer,
