@@ -66,6 +66,7 @@ from .shared.workloads import (
     one_acquire,
     only_error,
     run_all,
+    stale_comparison,
     workloads,
 )
 
@@ -333,5 +334,6 @@ if __name__ == "__main__":
         from .table import write_rows_into_readme
         when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         write_rows_into_readme(Path(__file__).resolve().parent.parent / "README.md", got, when,
-                               f"shared ({' / '.join(sorted(args.only))})" if args.only else "shared")
+                               f"shared ({' / '.join(sorted(args.only))})" if args.only else "shared",
+                               stale=stale_comparison(got))
         print("rows merged into README.md", file=sys.stderr)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,9 +152,10 @@ def _modules(what: str) -> list[str]:
     return [what] if " (" in what else what.split(" and ")
 
 
-def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: str, what: str) -> None:
-    """Merge ``fresh`` into the README's table by row; its caption says that ``what``'s rows were re-measured
-    ``when`` (``remeasured``)."""
+def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: str, what: str,
+                           stale: Callable[[dict[str, Any]], bool] | None = None) -> None:
+    """Merge ``fresh`` into the README's table by row, less the earlier rows ``stale`` says the fresh ones left
+    without meaning; its caption says that ``what``'s rows were re-measured ``when`` (``remeasured``)."""
     text = readme.read_text(encoding="utf-8")
-    rows = merge(readme_rows(text), fresh, by="row")
+    rows = merge([r for r in readme_rows(text) if not (stale and stale(r))], fresh, by="row")
     write_readme(readme, markdown_table(rows, remeasured(readme_caption(text), what, when)))

@@ -273,6 +273,10 @@ def test_rows_written_into_a_readme_keep_the_others_and_say_when(tmp_path) -> No
     assert readme_caption(text) == ("Measured then. Some rows re-measured: the shared (w) rows 2026-11-28 10:00 UTC; "
                                     "the spark rows 2026-11-28 09:00 UTC.")
     assert text.startswith("intro\n") and text.endswith("end\n")
+    # a row the fresh ones leave without meaning (``stale``) goes; a fresh row of that name would replace it anyway
+    write_rows_into_readme(readme, [row("shared", "w: max", 1.0, "x")], "2026-11-28 11:00 UTC", "shared (w)",
+                           stale=lambda r: r["name"] == "w: mean")
+    assert {(r["name"], r["value"]) for r in readme_rows(readme.read_text())} == {("w: max", 1.0), ("z", 2.0)}
 
 
 def test_a_caption_that_listed_its_re_measured_rows_with_commas_keeps_them() -> None:

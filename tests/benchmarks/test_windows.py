@@ -109,6 +109,31 @@ def test_a_paced_tasks_wait_is_a_row_and_redis_in_ours_slices_is_measured_beside
         ("mean admitted, ours - redis-sliced", 1.0, "", None), ("worst 1-s window, ours - redis-sliced", 2.5, "", None)]
 
 
+def test_a_comparison_whose_ours_or_peer_was_re_measured_without_it_is_dropped_from_the_table() -> None:
+    from benchmarks.shared.workloads import LIMIT, Workload, against_redis, rows_for, stale_comparison
+    w = Workload("stream, 1 topic, 4 tasks", "topic", ("ours", "redis", "redis-sliced"), partitions=4)
+    ours, peer = {"mean": 0.99, "worst": 1.05}, {"mean": 0.98, "worst": 1.05}
+    table = (rows_for(w, "ours", "local[2]", ours) + rows_for(w, "redis-sliced", "local[2]", peer)
+             + against_redis(w, "local[2]", ours, peer, peer="redis-sliced")
+             + against_redis(w, "cluster", ours, peer, peer="redis-sliced"))
+    compared = [r["name"] for r in table if "ours - " in r["name"]]
+    assert len(compared) == 4
+    # ours re-measured alone on local[2]: its rows beside redis-sliced there are another hour's; the cluster's stay
+    stale = stale_comparison(rows_for(w, "ours", "local[2]", {"mean": 0.995, "worst": 1.05}))
+    assert [n for n in compared if stale(next(r for r in table if r["name"] == n))] == compared[:2]
+    assert not any(stale(r) for r in table if "ours - " not in r["name"])
+    # the peer re-measured alone is the same; both re-measured, with their comparison, keeps it (it is replaced)
+    assert stale_comparison(rows_for(w, "redis-sliced", "local[2]", peer))(table[-4])
+    both = (rows_for(w, "ours", "local[2]", ours) + rows_for(w, "redis-sliced", "local[2]", peer)
+            + against_redis(w, "local[2]", ours, peer, peer="redis-sliced"))
+    assert not any(stale_comparison(both)(r) for r in table)
+    # another workload's or another peer's rows are not touched
+    other = Workload("stream, 1 topic, 4 tasks, a limit of 10,000 a second", "topic", ("ours", "redis"),
+                     limit_per_s=10 * LIMIT)
+    assert not any(stale_comparison(rows_for(other, "ours", "local[2]", ours))(r) for r in table)
+    assert not any(stale_comparison(rows_for(w, "redis", "local[2]", peer))(r) for r in table)
+
+
 def test_a_batch_over_too_soon_is_measured_whole_and_its_mean_above_the_limit_misses() -> None:
     from benchmarks.shared.workloads import Workload, rows_for
     burst = steady(11_000, 100.0, 101.5)     # 8 tasks unthrottled: 16,500 rows in 1.5 s under a 1,000/s limit
