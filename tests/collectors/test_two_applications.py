@@ -20,6 +20,10 @@ the greedy job's gaps: its catch-up after a gap (351 rows in the first tenth of 
 209) slides out a second later, and a micro-batch's sends take about that long, so it frees more room than the job
 has rows left just as its next gap starts: the admissions of the last second read 894 then (the exact window's
 greedy job sends its last rows as room frees: 1,000), and 831 and 794 in the gap's first two tenths (958, 935).
+Room that slides out in a gap goes to no one unless another holder has a backlog then: since the trickle, small
+beside the hungry greedy job, waits up to 0.45 of the window for its grants (``limiter.grants``: its batch goes
+in the greedy job's next gap, or after the wait), 0.974 over the two seeds below (0.978 over 12), its sends waiting
+247 ms on average against 183 ms served at once.
 
 But the exact window's figure is its order's (2026-12-01): the loop steps the greedy job first, so it takes all the
 room that comes free, and the trickle's bursts wait 0.6-1 s for theirs (ours: 0.2-0.3 s) -- a backlog that fills the
@@ -183,16 +187,16 @@ def _simulate(seed: int, span_s: float, ours: bool, paces: tuple[int, int] = (0,
 
 def test_two_applications_share_the_limit_a_stream_beside_a_trickle() -> None:
     """Ours within its goal's bound on every window, and within a few points of the exact window's use of the
-    limit (0.954 against 0.994 here, the benchmark's 0.955 against Redis's 0.974): what is left is in Spark's gaps,
-    counted in the module doc."""
+    limit (0.974 against 0.994 here; 0.954 before the trickle waited beside the greedy job): what is left is in
+    Spark's gaps, counted in the module doc."""
     ours = [_simulate(seed, 30.0, ours=True) for seed in range(2)]
     exact = [_simulate(seed, 30.0, ours=False) for seed in range(2)]
     ours_mean = sum(m for m, _, _ in ours) / len(ours)
     exact_mean = sum(m for m, _, _ in exact) / len(exact)
     assert exact_mean >= 0.98, exact_mean                     # the same demand can use the limit
-    # (deterministic: 0.954 now; 0.937 before a micro-batch worker took the window's room beyond its bucket and a
-    # pool sending in bursts gave back soon after each)
-    assert ours_mean >= 0.945, (ours_mean, exact_mean)
+    # (deterministic: 0.974 now; 0.954 before the trickle waited beside the greedy job, 0.937 before a micro-batch
+    # worker took the window's room beyond its bucket and a pool sending in bursts gave back soon after each)
+    assert ours_mean >= 0.967, (ours_mean, exact_mean)
     assert max(w for _, w, _ in ours) <= (LIMIT * 1.05 + SEND) / LIMIT
 
 
@@ -211,11 +215,12 @@ def test_ours_uses_the_limit_as_fully_as_an_exact_window_serving_the_two_in_a_fa
     """The exact window's 0.99 above is its greedy job's: stepping first at every step, it takes all the room that
     comes free, and the trickle's bursts wait 0.6-1 s for theirs -- a backlog that fills the greedy job's gaps.
     Served in an order drawn at each step, the exact window reads 0.926-0.956 of the limit over four seeds (the
-    trickle's bursts waiting 254-375 ms on average) against ours' 0.938-0.958 (205-297 ms, dated whole): at one send
-    size ours uses at least as much, and the greedy-first order's 0.99 is paid for by the small sender's wait."""
+    trickle's bursts waiting 254-375 ms on average) against ours' 0.974-0.986 (0.938-0.958 before the trickle
+    waited beside the greedy job): at one send size ours uses more, and the greedy-first order's 0.99 is paid for
+    by the small sender's wait."""
     ours = [_simulate(seed, 30.0, ours=True, fair_order=True)[0] for seed in range(4)]
     exact = [_simulate(seed, 30.0, ours=False, fair_order=True)[0] for seed in range(4)]
-    assert sum(ours) >= sum(exact) + 0.02, (ours, exact)   # (3.806 against 3.770)
+    assert sum(ours) >= sum(exact) + 0.1, (ours, exact)   # (3.908 against 3.770; 3.806 before)
 
 
 def test_no_second_holds_more_than_the_limit_its_slack_and_one_send_where_grants_are_dated_back() -> None:

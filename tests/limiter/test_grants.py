@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from limiter.grants import DATED_BACK_S, HELD_SLACK, GrantWindow
+from limiter.grants import DATED_BACK_S, DEFER_S, HELD_SLACK, GrantWindow
 
 pytestmark = pytest.mark.unit
 
@@ -506,3 +506,42 @@ def test_a_micro_batch_stream_asking_at_the_keepers_beat_gets_the_whole_limit() 
     starts = [8.0 + 0.01 * i for i in range(2900)]
     assert _most_in_any(steady, 1.0 - DATED_BACK_S, starts) <= 1000 + 1e-6
     assert _most_in_any(steady, 1.0, starts) <= 1000 + 50 + 1e-6
+
+
+@pytest.mark.parametrize("case", ["small", "new", "not small", "beside a steady holder"])
+def test_a_small_holder_beside_a_hungry_micro_batch_worker_waits_a_moment_for_its_grant(case: str) -> None:
+    """B asks for 50 just after micro-batch worker A was answered short, with room in the window (C gave some
+    back): a small B -- asking for a window or more, granted at most a quarter of what A was in the window -- gets
+    nothing, and A takes that room, until B has waited ``DEFER_S`` of the window; then B is served. B new (its
+    first window), B granted as much as A, or A a steady holder (never away): B is served at once."""
+    w = GrantWindow(1.0, burst_s=1.0)
+    if case != "new":
+        assert w.grant("B", 25, 1000, -1.5, fair_chunk=25, rate_per_s=100) == 25   # (slid out by now)
+    b_had = 100 if case == "not small" else 0
+    assert w.grant("C", 900 - b_had, 1000, 0.0, fair_chunk=900, rate_per_s=1000) == 900 - b_had
+    w.grant("C", 0, 1000, 0.001, fair_chunk=900, rate_per_s=100)   # C, B: 100/s each -- A's bucket refills at 800
+    if b_had:
+        assert w.grant("B", b_had, 1000, 0.0, fair_chunk=b_had, rate_per_s=1000) == b_had
+    assert w.grant("A", 100, 1000, 0.0, fair_chunk=100, rate_per_s=1000) == 100
+    if case != "beside a steady holder":
+        w.give_back("A", 50, 0.1)      # its task ends having sent 50; back after Spark's gap
+    assert w.grant("A", 100, 1000, 0.3, fair_chunk=100, rate_per_s=1000) < 100     # short: the window is full
+    w.give_back("C", 200, 0.305)       # room
+    first = w.grant("B", 50, 1000, 0.31, fair_chunk=50, rate_per_s=100)
+    if case != "small":
+        assert first == 50
+        return
+    assert first == 0
+    assert w.grant("A", 300, 1000, 0.32, fair_chunk=300, rate_per_s=1000) == 200   # the room is A's meanwhile
+    t, waited = 0.33, []
+    while t < 0.37 + DEFER_S:      # C gives back 8 before A's ask (A short of 100) and 8 before B's, every 20 ms
+        w.give_back("C", 8, t)
+        # A takes what B does not: the 8 before its ask, and the 8 before B's last (its bucket refills 16)
+        assert w.grant("A", 100, 1000, round(t + 0.001, 6), fair_chunk=100, rate_per_s=1000) in (8, 16)
+        w.give_back("C", 8, round(t + 0.002, 6))
+        waited.append((round(t + 0.003 - 0.31, 3), w.grant("B", 50, 1000, round(t + 0.003, 6), fair_chunk=50,
+                                                             rate_per_s=100)))
+        t = round(t + 0.02, 6)
+    assert all(got == 0 for after, got in waited if after < DEFER_S)
+    # waited long enough: served, and not kept waiting again so soon
+    assert all(got == pytest.approx(8) for after, got in waited if after >= DEFER_S) and waited[-1][0] > DEFER_S
