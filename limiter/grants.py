@@ -68,16 +68,16 @@ these hold:
 
 A small holder beside a hungry micro-batch worker waits a moment (``_defers``). A micro-batch worker's gaps are
 where a limit goes unused: the room that slides out while it is away goes to no one, unless another holder has a
-backlog to send then. A small holder -- one that asked for a window or more and was granted at most
-``SMALL_SHARE`` of what such a worker was in the window (a trickle: a second job of the tenant sending a batch a
-second) -- that asks while the worker was just answered short of its due gets nothing for up to ``DEFER_S`` of
-the window, and is owed nothing meanwhile, so the worker takes the room as it frees; then it is served as any
-holder, and not kept waiting again for as long. Its batch goes in the worker's next gap, or after the wait:
-served at once, its bursts took room the greedy worker would have sent in, and Spark's gaps left the room that
-slid out unused. Worked example, limit 1,000: a greedy micro-batch job of two 500-row tasks a micro-batch and
-Spark's gaps of 0.1-0.3 s, beside a trickle of four sends of 25 a second (simulated, four seeds): 0.954 of the
-limit with the trickle served at once, its sends waiting 183 ms on average; 0.977 with it waiting up to 0.45 s
-(247 ms on average: the greedy job's next gap comes sooner, most times). A new holder is served at once (a second greedy job joining is small for its first
+backlog to send then. A small holder -- one that asked for a window or more and was granted at most ``SMALL_SHARE``
+of what such a worker was in the window (a trickle: a second job of the tenant sending a batch a second) -- that
+asks while the worker was just answered short of its due gets nothing for up to ``DEFER_S`` of the window, and is
+owed nothing meanwhile, so the worker takes the room as it frees; then it is served as any holder, and not kept
+waiting again for as long. Its batch goes in the worker's next gap, or after the wait: served at once, its bursts
+took room the greedy worker would have sent in, and Spark's gaps left the room that slid out unused. Worked example,
+limit 1,000: a greedy micro-batch job of two 500-row tasks a micro-batch and Spark's gaps of 0.1-0.3 s, beside a
+trickle of four sends of 25 a second (simulated, four seeds): 0.954 of the limit with the trickle served at once,
+its sends waiting 183 ms on average; 0.977 with it waiting up to 0.45 s (247 ms on average: the greedy job's next
+gap comes sooner, most times). A new holder is served at once (a second greedy job joining is small for its first
 moments), and so is one beside steady holders only: their gaps do not recur, and the wait would cost the small
 holder without filling one.
 

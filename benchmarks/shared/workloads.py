@@ -23,8 +23,8 @@ from limiter.producer import ACQUIRE_SHARE
 from ..common import row
 from . import jobs, windows
 
-__all__ = ["Workload", "workloads", "rows_for", "against_redis", "stale_comparison", "run_all", "LIMIT", "INTERVAL_S", "WARMUP_S",
-           "STREAM_REPEATS", "one_acquire", "SECTION", "only_error", "WHERE"]
+__all__ = ["Workload", "workloads", "rows_for", "against_redis", "stale_comparison", "run_all", "LIMIT",
+           "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "one_acquire", "SECTION", "only_error", "WHERE"]
 
 SECTION = "shared"
 WHERE = ("local[2]", "cluster")   # where a workload runs (``workloads(cluster=...)``)
