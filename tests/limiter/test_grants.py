@@ -508,14 +508,18 @@ def test_a_micro_batch_stream_asking_at_the_keepers_beat_gets_the_whole_limit() 
     assert _most_in_any(steady, 1.0, starts) <= 1000 + 50 + 1e-6
 
 
-@pytest.mark.parametrize("case", ["small", "new", "not small", "beside a steady holder"])
+@pytest.mark.parametrize("case", ["small", "new", "not small", "beside a steady holder", "grown"])
 def test_a_small_holder_beside_a_hungry_micro_batch_worker_waits_a_moment_for_its_grant(case: str) -> None:
     """B asks for 50 just after micro-batch worker A was answered short, with room in the window (C gave some
-    back): a small B -- asking for a window or more, granted at most a quarter of what A was in the window -- gets
-    nothing, and A takes that room, until B has waited ``DEFER_S`` of the window; then B is served. B new (its
-    first window), B granted as much as A, or A a steady holder (never away): B is served at once."""
+    back): a small B -- asking for a window or more, granted at most a quarter of what A was in the window, and
+    saying it wants less than the limit -- gets nothing, and A takes that room, until B has waited ``DEFER_S`` of
+    the window; then B is served. B new (its first window), B granted as much as A, A a steady holder (never away),
+    or B grown (it said it wants the whole limit in every ask of the last two windows): B is served at once."""
     w = GrantWindow(1.0, burst_s=1.0)
-    if case != "new":
+    if case == "grown":
+        w.grant("B", 25, 1000, -2.5, fair_chunk=25, rate_per_s=100)
+        w.grant("B", 25, 1000, -1.5, fair_chunk=25, rate_per_s=1000)
+    elif case != "new":
         assert w.grant("B", 25, 1000, -1.5, fair_chunk=25, rate_per_s=100) == 25   # (slid out by now)
     b_had = 100 if case == "not small" else 0
     assert w.grant("C", 900 - b_had, 1000, 0.0, fair_chunk=900, rate_per_s=1000) == 900 - b_had
@@ -527,7 +531,7 @@ def test_a_small_holder_beside_a_hungry_micro_batch_worker_waits_a_moment_for_it
         w.give_back("A", 50, 0.1)      # its task ends having sent 50; back after Spark's gap
     assert w.grant("A", 100, 1000, 0.3, fair_chunk=100, rate_per_s=1000) < 100     # short: the window is full
     w.give_back("C", 200, 0.305)       # room
-    first = w.grant("B", 50, 1000, 0.31, fair_chunk=50, rate_per_s=100)
+    first = w.grant("B", 50, 1000, 0.31, fair_chunk=50, rate_per_s=1000 if case == "grown" else 100)
     if case != "small":
         assert first == 50
         return
