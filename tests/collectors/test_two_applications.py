@@ -230,3 +230,28 @@ def test_no_second_holds_more_than_the_limit_its_slack_and_one_send_where_grants
     for seed in (2, 4):
         mean, worst, _ = _simulate(seed, 30.0, ours=True)
         assert worst <= (LIMIT * 1.05 + SEND) / LIMIT, (seed, mean, worst)
+
+
+def test_a_trickle_that_turns_greedy_gets_its_share_at_once() -> None:
+    """The trickle sends as fast as it may from 12 s on: it gets about half of the limit in the 8 s after, as a
+    greedy job served at once does (450-462 rows a second). Small by its grants alone, the wait beside the greedy
+    job kept it small, held at each micro-batch for seconds (366 in one seed); it says it wants the whole limit at
+    every ask since, and is small no more two windows later."""
+    switch_s, end_s = 12.0, 20.0
+    for seed in range(3):
+        rnd, order = random.Random(seed), random.Random(seed + 1000)
+        apps = [_App(0, rnd), _App(4, rnd)]
+        limiter = _Ours()
+        grown = 0
+        while limiter.now() < end_s:
+            limiter.beat()
+            at = limiter.now()
+            if at >= switch_s:
+                apps[1].pace = 0
+            turns = [0, 1]
+            order.shuffle(turns)
+            for i in turns:
+                sent = apps[i].step(at, limiter, i)
+                grown += sent if i == 1 and at >= switch_s + 1.0 else 0
+            limiter.advance()
+        assert grown / (end_s - switch_s - 1.0) >= 0.42 * LIMIT, (seed, grown)
