@@ -66,7 +66,6 @@ from .shared.workloads import (
     one_acquire,
     only_error,
     run_all,
-    stale_comparison,
     workloads,
 )
 
@@ -331,7 +330,7 @@ if __name__ == "__main__":
     if args.write_readme:
         import datetime
 
-        from .table import write_rows_into_readme
+        from .table import stale_comparison, write_rows_into_readme
         when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         write_rows_into_readme(Path(__file__).resolve().parent.parent / "README.md", got, when,
                                f"shared ({' / '.join(sorted(args.only))})" if args.only else "shared",

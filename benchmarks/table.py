@@ -11,7 +11,9 @@ Two ways to merge (``merge``):
   place of its first row;
 - by row (some workloads of a module re-run): a row with a fresh row of the same name is replaced in place; a
   fresh row with a new name goes after the last row that shares its label (the name up to ``": "``), else
-  after the last row of its section.
+  after the last row of its section. A row that compares ours with a peer (``ours - redis``) goes when the fresh
+  rows re-measure ours or that peer on its workload without it (``stale_comparison``): it would set the fresh
+  medians beside runs of another hour.
 
 The caption keeps the full run's date and lists what was re-measured since, and when (``remeasured``: "Some rows
 re-measured: the shared rows 2026-11-27 20:24-21:11 UTC; the quota rows ..."), the newest first; a part
@@ -22,13 +24,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .common import MarkersMissing, markdown_table, marker_lines, write_readme
 
-__all__ = ["readme_rows", "merge", "readme_caption", "remeasured", "write_rows_into_readme"]
+__all__ = ["readme_rows", "merge", "readme_caption", "remeasured", "stale_comparison", "write_rows_into_readme"]
 
 _OK = {"yes": True, "MISSED": False, "-": None}
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
@@ -150,6 +152,25 @@ def remeasured(caption: str, what: str, when: str) -> str:
 def _modules(what: str) -> list[str]:
     """The modules (or one module's workloads, ``shared (...)``) an entry of the caption's list names."""
     return [what] if " (" in what else what.split(" and ")
+
+
+def stale_comparison(fresh: Iterable[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """A test of a table's earlier rows: is it an ``ours - <peer>`` row (``benchmarks.shared.workloads``'
+    ``against_redis``: ``<workload> [<where>]: <figure>, ours - <peer>``) whose ours or peer ``fresh`` re-measured
+    (its rows ``<workload> [<kind>, <where>]: ...``), but not that row itself? Its figures are then another hour's, and the row beside the
+    fresh medians would compare two runs that were never run side by side: merged, it is dropped."""
+    fresh = list(fresh)
+    names = {r["name"] for r in fresh}
+    measured = {(r["section"], *m.groups()) for r in fresh
+                if (m := re.fullmatch(r"(.+) \[([^,\]]+), (.+?)\]: .+", r["name"]))}
+
+    def stale(r: dict[str, Any]) -> bool:
+        m = re.fullmatch(r"(.+) \[(.+?)\]: .+, ours - (.+)", r["name"])
+        if not m or r["name"] in names:
+            return False
+        name, where, peer = m.groups()
+        return any((r["section"], name, kind, where) in measured for kind in ("ours", peer))
+    return stale
 
 
 def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: str, what: str,

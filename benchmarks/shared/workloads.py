@@ -12,9 +12,8 @@ cluster of 2 workers, one executor each).
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +22,7 @@ from limiter.producer import ACQUIRE_SHARE
 from ..common import row
 from . import jobs, windows
 
-__all__ = ["Workload", "workloads", "rows_for", "against_redis", "stale_comparison", "run_all", "LIMIT",
+__all__ = ["Workload", "workloads", "rows_for", "against_redis", "run_all", "LIMIT",
            "INTERVAL_S", "WARMUP_S", "STREAM_REPEATS", "one_acquire", "SECTION", "only_error", "WHERE"]
 
 SECTION = "shared"
@@ -290,24 +289,6 @@ def against_redis(w: Workload, where: str, ours: dict[str, float], redis: dict[s
                        "<= 0" if goals else "", diff <= 0 if goals else None,
                        f"the worst of {each} runs each" if each > 1 else ""))
     return out
-
-
-def stale_comparison(fresh: Iterable[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
-    """A test of a table's earlier rows: is it an ``ours - <peer>`` row (``against_redis``) whose ours or peer
-    ``fresh`` re-measured, but not that row itself? Its figures are then another hour's, and the row beside the
-    fresh medians would compare two runs that were never run side by side: merged, it is dropped."""
-    fresh = list(fresh)
-    names = {r["name"] for r in fresh}
-    measured = {(r["section"], *m.groups()) for r in fresh
-                if (m := re.fullmatch(r"(.+) \[([^,\]]+), (.+?)\]: .+", r["name"]))}
-
-    def stale(r: dict[str, Any]) -> bool:
-        m = re.fullmatch(r"(.+) \[(.+?)\]: .+, ours - (.+)", r["name"])
-        if not m or r["name"] in names:
-            return False
-        name, where, peer = m.groups()
-        return any((r["section"], name, kind, where) in measured for kind in ("ours", peer))
-    return stale
 
 
 def run_all(bench: Any, todo: list[Workload], only: set[str] | None, kinds: set[str] | None

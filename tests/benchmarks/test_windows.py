@@ -110,7 +110,8 @@ def test_a_paced_tasks_wait_is_a_row_and_redis_in_ours_slices_is_measured_beside
 
 
 def test_a_comparison_whose_ours_or_peer_was_re_measured_without_it_is_dropped_from_the_table() -> None:
-    from benchmarks.shared.workloads import LIMIT, Workload, against_redis, rows_for, stale_comparison
+    from benchmarks.shared.workloads import LIMIT, Workload, against_redis, rows_for
+    from benchmarks.table import stale_comparison
     w = Workload("stream, 1 topic, 4 tasks", "topic", ("ours", "redis", "redis-sliced"), partitions=4)
     ours, peer = {"mean": 0.99, "worst": 1.05}, {"mean": 0.98, "worst": 1.05}
     table = (rows_for(w, "ours", "local[2]", ours) + rows_for(w, "redis-sliced", "local[2]", peer)
