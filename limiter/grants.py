@@ -529,8 +529,8 @@ class GrantWindow:
     def _defers(self, holder: Hashable, wants: float, now_s: float) -> bool:
         """Whether ``holder``'s ask waits (see the essay): it is small -- asked for a window or more, said it wants
         less than the limit lately, and was granted at most ``SMALL_SHARE`` of what a micro-batch worker was in the
-        window -- beside that worker, answered short of its due just now; for at most ``DEFER_S`` of the window, and not again for as long once served (a small
-        holder whose demand grew is served between its waits, and is soon small no more)."""
+        window -- beside that worker, answered short of its due just now; for at most ``DEFER_S`` of the window,
+        and not again for as long once served."""
         waiting_since = self._deferred.pop(holder, None)
         if not self.catch_up or wants <= 0 or now_s - self._first_seen.get(holder, now_s) < self.window_s \
                 or now_s - self._said_less.get(holder, -math.inf) >= SAID_LESS_WINDOWS * self.window_s \
@@ -572,8 +572,9 @@ class GrantWindow:
         return max(0.0, self._short_total - self._short_of.get(holder, 0.0))
 
     def _small_beside_hungry(self, holder: Hashable, now_s: float) -> bool:
-        """Whether a micro-batch worker answered short within ``OWED_S`` of the window was granted in it four times
-        what ``holder`` was or more (the newest ``HUNGRY_LOOKED_AT`` of those: an ask stays O(1) however many)."""
+        """Whether a micro-batch worker answered short within ``OWED_S`` of the window was granted in it
+        ``1 / SMALL_SHARE`` times what ``holder`` was or more (the newest ``HUNGRY_LOOKED_AT`` of those: an ask
+        stays O(1) however many)."""
         self._expire_short(now_s)
         mine = self._per.get(holder, 0.0)
         for other in islice(reversed(self._short_at), HUNGRY_LOOKED_AT):
