@@ -157,8 +157,8 @@ def _modules(what: str) -> list[str]:
 def stale_comparison(fresh: Iterable[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
     """A test of a table's earlier rows: is it an ``ours - <peer>`` row (``benchmarks.shared.workloads``'
     ``against_redis``: ``<workload> [<where>]: <figure>, ours - <peer>``) whose ours or peer ``fresh`` re-measured
-    (its rows ``<workload> [<kind>, <where>]: ...``), but not that row itself? Its figures are then another hour's, and the row beside the
-    fresh medians would compare two runs that were never run side by side: merged, it is dropped."""
+    (its rows ``<workload> [<kind>, <where>]: ...``), but not that row itself? Its figures are then another
+    hour's, and the row beside the fresh medians would compare two runs never run side by side: merged, it goes."""
     fresh = list(fresh)
     names = {r["name"] for r in fresh}
     measured = {(r["section"], *m.groups()) for r in fresh
