@@ -24,10 +24,11 @@ one send ahead of its share. ``most_per_acquire()`` says how large a send keeps 
 (a 40th) of the tightest limit per period over its levels: 25 messages at 1,000 msgs/s. The Spark helpers split
 larger batches into sends of that size; with no binding limit nothing is split.
 
-Sends that are coming: ``will_send(msgs)`` says a batch of ``msgs`` is in hand, to go in the sends that follow;
-each charge counts it down (``coming_msgs``), and a send refused once all of it is charged is coming too. A shared limit's pool asks for what is coming in one answer, not a send
-or three at a time: a Spark task's 62 rows (sends of 25, 25 and 12) are its whole micro-batch, and each ask of a
-worker whose process runs fifteen others on two cores waits tens of milliseconds for its thread.
+Sends that are coming: ``will_send(msgs)`` says a batch of ``msgs`` is in hand, to go in the sends that follow; each
+charge counts it down (``coming_msgs``), and a send refused once all of it is charged is coming too. A shared
+limit's pool asks for what is coming in one answer, not a send or three at a time: a Spark task's 62 rows (sends of
+25, 25 and 12) are its whole micro-batch, and each ask of a worker whose process runs fifteen others on two cores
+waits tens of milliseconds for its thread.
 
 Consistency rules: resuming wakes every waiter that registered before it; a waiter woken by resume may send
 even if another waiter's send pauses the producer again before it runs (lazy throttling: one send per resume

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["sender_fn", "KINDS", "REQUEST_ROWS"]
+__all__ = ["sender_fn", "post_records", "KINDS", "REQUEST_ROWS"]
 
 KINDS = ("ours", "none", "alone")
 REQUEST_ROWS = 20
@@ -35,7 +35,7 @@ def _client(url: str) -> Any:
     return client
 
 
-def _post(url: str, rows: int) -> tuple[bool, float | None]:
+def post_records(url: str, rows: int) -> tuple[bool, float | None]:
     """(taken, Retry-After seconds) of one request of ``rows`` records."""
     from collectors.outcomes import retry_after_from
 
@@ -72,7 +72,7 @@ def sender_fn(kind: str, topic: str, url: str, *, ceiling_per_s: float = 0, task
             from collectors.spark import report_outcome, throttle_arrow
 
             for b in throttle_arrow(topic)(_requests(batches)):
-                taken, wait_s = _post(url, b.num_rows)
+                taken, wait_s = post_records(url, b.num_rows)
                 if taken:
                     report_outcome(topic, "ok", b.num_rows)
                 else:
@@ -84,7 +84,7 @@ def sender_fn(kind: str, topic: str, url: str, *, ceiling_per_s: float = 0, task
             adaptive, (limiter, producer) = _alone(key, ceiling_per_s / tasks)
             for b in _requests(batches):
                 producer.acquire(msgs=b.num_rows)
-                taken, wait_s = _post(url, b.num_rows)
+                taken, wait_s = post_records(url, b.num_rows)
                 now = time.monotonic()
                 if taken:
                     adaptive.observe(Outcome.OK, b.num_rows, now)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .adaptive_kinds import _post
+from .adaptive_kinds import post_records
 
 __all__ = ["WAYS", "send"]
 
@@ -30,7 +30,7 @@ def send(spark: Any, way: str, topic: str, url: str, rows: int, partitions: int 
     df = spark.range(0, rows, numPartitions=partitions)
 
     def post(_row: Any) -> None:
-        _post(url, 1)
+        post_records(url, 1)
 
     if way == "foreach after mapInArrow":
         df.mapInArrow(throttle_arrow(topic), df.schema).foreach(post)
@@ -40,6 +40,6 @@ def send(spark: Any, way: str, topic: str, url: str, rows: int, partitions: int 
         def inside(batches: Iterator[Any]) -> Iterator[Any]:
             for batch in throttle_arrow(topic)(batches):
                 for _ in range(batch.num_rows):
-                    _post(url, 1)
+                    post_records(url, 1)
             return iter(())
         df.mapInArrow(inside, df.schema).write.format("noop").mode("overwrite").save()
