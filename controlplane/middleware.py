@@ -30,24 +30,45 @@ from controlplane import access
 from controlplane.principals import Directory, Principal
 
 _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included
+_QUOTED = re.compile(rb'"[^"]*"')   # one, where no quote is escaped
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_NOT_BRACKETS_OR_QUOTES = bytes(c for c in range(256) if c not in b'[]{}"')
+_SQUARE = bytes.maketrans(b"{}", b"[]")   # an object nests as an array does
 
 
-def json_depth(body: bytes) -> int:
-    """Maximum nesting of arrays/objects in ``body`` (string contents ignored); a cheap pre-parse check."""
-    # Without a backslash no quote is escaped, so quotes alternate opening and closing strings: what lies outside
-    # them is every other piece of a split (4x faster than the regex, which only bodies with escapes need).
-    outside = _STRINGS.sub(b"", body) if b"\\" in body else b"".join(body.split(b'"')[::2])
-    brackets = outside.translate(None, _NOT_BRACKETS)
+def json_depth(body: bytes, most: int | None = None) -> int:
+    """Maximum nesting of arrays/objects in ``body`` (string contents ignored); a cheap pre-parse check. With
+    ``most``: any number above it once the nesting is found deeper (the guard's question; it stops there).
+
+    Never less than the nesting a parser would reach; for a body that is not JSON (brackets that do not pair up)
+    it may say more, and such a body is refused either way."""
+    if b"\\" in body:   # (an escaped quote: the strings are found by the regex, escapes and all)
+        brackets = _STRINGS.sub(b"", body).translate(_SQUARE, _NOT_BRACKETS)
+    else:
+        # Without a backslash quotes alternate opening and closing strings: keep the brackets and quotes, drop the
+        # empty strings that are left of most (names, labels), and only what remains needs the regex. All in C:
+        # 3x faster than splitting the body at its quotes (a report of 100 shared limits, 36 kB: 114 -> 36 us)
+        marks = body.translate(_SQUARE, _NOT_BRACKETS_OR_QUOTES).replace(b'""', b"")
+        brackets = _QUOTED.sub(b"", marks) if b'"' in marks else marks
+    # Each round drops every innermost pair, one level of nesting: a report takes five rounds, not a Python loop over
+    # its hundreds of brackets. Dropping a pair lowers the deepest nesting by one at most, so rounds plus the depth of
+    # what is left (brackets that never closed) is never less than the real depth
+    rounds = 0
+    while most is None or rounds <= most:   # (each round reads what is left: a deep body stops at ``most``)
+        inner_dropped = brackets.replace(b"[]", b"")
+        if len(inner_dropped) == len(brackets):
+            break
+        brackets, rounds = inner_dropped, rounds + 1
+    if most is not None and rounds > most:
+        return rounds
     depth = deepest = 0
     for c in brackets:
-        if c in (0x5B, 0x7B):  # [ {
+        if c == 0x5B:  # [
             depth += 1
-            if depth > deepest:
-                deepest = depth
+            deepest = max(deepest, depth)
         else:
             depth -= 1
-    return deepest
+    return rounds + deepest
 
 
 async def _send_reason(send: Send, status: int, reason: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
@@ -167,7 +188,7 @@ class GuardMiddleware:
             scope = {**scope, "headers": [(k, v) for k, v in scope["headers"]
                                           if k.lower() not in (b"content-encoding", b"content-length")]
                      + [(b"content-length", str(len(body)).encode())]}
-        if body and json_depth(body) > self.max_depth:
+        if body and json_depth(body, self.max_depth) > self.max_depth:
             await _send_reason(send, 400, f"the JSON body is nested deeper than {self.max_depth} levels")
             return
 

@@ -138,6 +138,17 @@ def test_json_depth() -> None:
     assert json_depth(b"") == 0
 
 
+def test_json_depth_never_counts_less_than_a_parser_would_reach() -> None:
+    # brackets that never close (or close first) are not JSON: counted at least as deep as their opening runs
+    assert json_depth(b"[" * 40) == 40
+    assert json_depth(b'{"a": [[[' + b"1" * 10) == 4
+    assert json_depth(b"][" * 3 + b"[[") >= 2
+    # the guard's question: deeper than ``most`` or not -- asked of a deep body, it stops soon after ``most``
+    deep = b"[" * 200_000 + b"]" * 200_000
+    assert json_depth(deep, most=32) > 32
+    assert json_depth(b"[" * 32 + b"]" * 32, most=32) == 32
+
+
 def _depth(value: object) -> int:
     if isinstance(value, dict):
         return 1 + max(map(_depth, value.values()), default=0)
@@ -156,6 +167,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | _TEXT,
 def test_json_depth_is_the_real_nesting(value: object, ascii_only: bool) -> None:
     body = json.dumps(value, ensure_ascii=ascii_only).encode()
     assert json_depth(body) == _depth(value)
+    assert (json_depth(body, most=2) > 2) == (_depth(value) > 2)
 
 
 def test_settings_is_frozen() -> None:
