@@ -116,7 +116,9 @@ class History:
         dt = cur.sent_at - prev.sent_at if prev is not None else 0.0
         before: dict[Key, LimiterCounters] = (
             {(c.level, c.kind, c.name): c for c in prev.counters} if prev is not None and dt > 0 else {})
-        tokens, held = _tokens(cur), _tokens(prev) if prev is not None else {}
+        # (the tokens before a gap are read only where the report spans slots it skipped: most reports span none)
+        tokens = _tokens(cur)
+        held = _tokens(prev) if prev is not None and skipped_after < index - 1 else {}
         keys = dict.fromkeys([*((c.level, c.kind, c.name) for c in cur.counters), *tokens])  # report order
         counters = {(c.level, c.kind, c.name): c for c in cur.counters}
         for key in keys:
