@@ -26,6 +26,8 @@ figures:
   used), and ours' worst window less Redis's, goal <= 0 (as accurate).
 
 A stream whose mean has a goal runs ``STREAM_REPEATS`` times a kind: its row is the median, the spread in the note.
+The kinds take turns, a run of each a round (``run_all``), so that a drift of the busy host over a workload's minutes
+falls on each alike; until 2026-12-04 each kind ran its repeats in a row, ours first.
 
 Kinds: ``ours`` (the helpers, a shared policy), ``static`` (limit / tasks per task), ``redis`` (``limits``' moving
 window on Redis), on the two applications ``redis-sliced`` (Redis charged in ours' slices, ``shared/kinds.py``), and

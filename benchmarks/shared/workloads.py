@@ -294,21 +294,24 @@ def against_redis(w: Workload, where: str, ours: dict[str, float], redis: dict[s
 def run_all(bench: Any, todo: list[Workload], only: set[str] | None, kinds: set[str] | None
             ) -> list[dict[str, Any]]:
     """The rows of every workload of ``todo`` (those named in ``only``, if given) run by each of its kinds (those
-    in ``kinds``, if given) on ``bench`` (``bench_shared.Bench``), ``repeats`` times each: one kind's failure is a
-    failed row; ours beside Redis where both ran."""
+    in ``kinds``, if given) on ``bench`` (``bench_shared.Bench``), ``repeats`` times each, in rounds of one run of
+    each kind: a drift of the host over the minutes a workload takes, or a first run's warm-up, falls on every kind
+    alike. A kind that fails is a failed row, and runs no more; ours beside Redis where both ran."""
     rows = []
     for w in (w for w in todo if not only or w.name in only):
-        figures: dict[str, dict[str, float]] = {}
-        for kind in (k for k in w.kinds if not kinds or k in kinds):
+        runs: dict[str, list[dict[str, float]]] = {k: [] for k in w.kinds if not kinds or k in kinds}
+        for kind in [k for _ in range(w.repeats) for k in runs]:
             try:
-                r = figures[kind] = windows.combined([bench.run(w, kind) for _ in range(w.repeats)])
+                if kind in runs:
+                    runs[kind].append(bench.run(w, kind))
             except Exception as e:  # noqa: BLE001 - one failed workload is a failed row, not a failed table
+                del runs[kind]
                 rows.append(row(SECTION, f"{w.name} [{kind}, {bench.where}] failed: {type(e).__name__}: {e}"[:200],
                                 float("nan"), "", "", False))
-                continue
-            print(f"  {w.name} [{kind}, {bench.where}]: {r}", file=sys.stderr, flush=True)
+        figures = {kind: windows.combined(done) for kind, done in runs.items()}
         own_pace = figures.get("none", {}).get("mean")   # (the job's demand, where the workload runs it)
         for kind, r in figures.items():
+            print(f"  {w.name} [{kind}, {bench.where}]: {r}", file=sys.stderr, flush=True)
             rows += rows_for(w, kind, bench.where, r, own_pace=own_pace)
         for peer in ("redis", "redis-sliced"):
             if "ours" in figures and peer in figures:

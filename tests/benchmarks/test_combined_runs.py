@@ -50,3 +50,43 @@ def test_a_below_the_limit_streams_throttle_row_gives_the_median_of_its_runs_wit
     alone = next(r for r in rows_for(below, "ours", "local[2]", runs[0]) if "throttle time" in r["name"])
     assert (alone["ok"], alone["note"]) == (False, "time the tasks waited for the limiter while the aggregate was "
                                                    "below it")
+
+
+class _Bench:
+    """A bench that records the order of its runs; the kinds in ``failing`` raise at their second run."""
+
+    where = "local[2]"
+
+    def __init__(self, failing: tuple[str, ...] = ()) -> None:
+        self.order: list[str] = []
+        self.failing = failing
+
+    def run(self, w: object, kind: str) -> dict[str, float]:
+        self.order.append(kind)
+        if kind in self.failing and self.order.count(kind) == 2:
+            raise RuntimeError("the sink went away")
+        return {"mean": 0.99 if kind == "ours" else 0.98, "worst": 1.05}
+
+
+def test_a_workloads_kinds_run_in_rounds_so_a_drift_of_the_host_falls_on_each_alike() -> None:
+    from benchmarks.shared.workloads import Workload, run_all
+    w = Workload("stream, 1 topic, 2 tasks", "topic", ("ours", "static", "redis"), repeats=3)
+    bench = _Bench()
+    rows = run_all(bench, [w], None, {"ours", "redis"})
+    assert bench.order == ["ours", "redis"] * 3
+    means = {r["name"]: r for r in rows if r["name"].endswith("mean admitted / limit")}
+    assert means["stream, 1 topic, 2 tasks [ours, local[2]]: mean admitted / limit"]["note"].startswith(
+        "the median of 3 runs")
+    assert any(r["name"].endswith("mean admitted, ours - redis") for r in rows)
+
+
+def test_a_kind_that_fails_is_a_failed_row_and_runs_no_more_while_the_others_go_on() -> None:
+    from benchmarks.shared.workloads import Workload, run_all
+    w = Workload("stream, 1 topic, 2 tasks", "topic", ("ours", "static", "redis"), repeats=3)
+    bench = _Bench(failing=("redis",))
+    rows = run_all(bench, [w], None, None)
+    assert bench.order == ["ours", "static", "redis", "ours", "static", "redis", "ours", "static"]
+    failed = [r for r in rows if "failed" in r["name"]]
+    assert len(failed) == 1 and "[redis, local[2]] failed: RuntimeError: the sink went away" in failed[0]["name"]
+    assert not any("ours - redis" in r["name"] for r in rows)   # no comparison with a kind that failed
+    assert any(r["name"].startswith("stream, 1 topic, 2 tasks [static, local[2]]") for r in rows)
