@@ -96,7 +96,12 @@ from protocol import MAX_ASKS_PER_S, Grant, GrantAsk, Limit, PolicySet, PolicyVi
 __all__ = ["GrantBook", "CHUNK_S", "MAX_ASKS_PER_S", "MARKER", "MARKER_STALE_S", "learning_s_for"]
 
 CHUNK_S = 0.25
-RETRY_MIN_S = 0.02
+# the soonest an answer short of its ask says to come back, where the limit's pace allows it (one asker at
+# MAX_ASKS_PER_S; two or more are spaced by the pace): a task alone at a micro-batch's end, paced by its answers, gets
+# what came free since its last, and the room between two answers is the limit's loss. At 20 ms, on a stream of
+# 10,000 a second, answers of 200 left a sawtooth of room averaging 1 % of the limit while one task ran; at 10 ms the
+# stream read 0.9977-0.9981 of its limit against 0.9967-0.9974, for 7 % more asks
+RETRY_MIN_S = 0.01
 # of the retry: the soonest an answer held back by a spent window says to come back when the window frees a chunk
 # sooner (the limit's asks then stay within 1 / EARLY_RETRY of MAX_ASKS_PER_S)
 EARLY_RETRY = 0.25

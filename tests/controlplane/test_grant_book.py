@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from collectors.grants import OUTAGE_SWITCH_S
-from controlplane.grants import MARKER, MARKER_STALE_S, OWN_MOMENT_LAG, GrantBook, learning_s_for
+from controlplane.grants import MARKER, MARKER_STALE_S, OWN_MOMENT_LAG, RETRY_MIN_S, GrantBook, learning_s_for
 from limiter import ManualClock
 from limiter.grants import HELD_SLACK
 from limiter.policy import Level
@@ -352,6 +352,21 @@ def test_an_adaptive_limit_reads_its_sink_over_the_time_a_sender_asked_not_over_
     assert book.shares({}, ps)["topic:publish:t/ns/x"]["adaptive"]["ratePerSecond"] == pytest.approx(651)
 
 
+def test_a_lone_asker_held_back_comes_back_twice_as_soon_as_each_of_two() -> None:
+    """One asker at the limit's pace (100 asks a second) may ask every 10 ms; two are spaced 20 ms apart each, so
+    that the limit's asks stay at its pace. A task alone at a micro-batch's end is paced by its answers: each carries
+    what came free since the last, and at 10,000 a second answers 20 ms apart left a sawtooth of room averaging 1 %
+    of the limit while it ran."""
+    clock = ManualClock()
+    book = GrantBook(1.0, None, clock=clock.now_s)
+    while book.answer("a", ask(250), POLICIES)[0].msgs > 0:   # the window spent by one asker
+        clock.advance(0.001)
+    alone = book.answer("a", ask(250), POLICIES)[0]
+    beside = book.answer("b", ask(250), POLICIES)[0]
+    assert alone.msgs == 0 and alone.retry_s == pytest.approx(0.01)
+    assert beside.msgs == 0 and beside.retry_s == pytest.approx(2 / 100)
+
+
 def test_a_micro_batch_worker_short_of_a_spent_window_comes_back_when_it_frees_a_steady_one_at_the_poll(
         tmp_path: Path) -> None:
     # (a poll's phase against that moment cost a micro-batch stream a share of its limit every window; a steady
@@ -374,11 +389,11 @@ def test_a_micro_batch_worker_short_of_a_spent_window_comes_back_when_it_frees_a
         got = sum(answer(start + at, 250).msgs for at in (0.0, 0.01, 0.26, 0.51))
         assert got == pytest.approx(LIMIT - 90 * micro_batch)     # the window spent
         answer(start + 0.7, 200)     # (the first micro-batch's 90 have slid out by then)
-        return [answer(start + at, 200).retry_s for at in (0.99, 0.9985)]
-    # the first chunk of the catch-up slides out in 10 ms: then (and a millisecond); never sooner than a quarter
-    # of the poll
-    assert retries(micro_batch=True) == [pytest.approx(0.01 + 0.001), pytest.approx(0.02 / 4)]
-    assert retries(micro_batch=False) == [pytest.approx(0.02)] * 2
+        return [answer(start + at, 200).retry_s for at in (0.995, 0.999)]
+    # the first chunk of the catch-up slides out in 5 ms: then (and a millisecond); never sooner than a quarter of
+    # the poll (RETRY_MIN_S, one asker's spacing at the limit's pace)
+    assert retries(micro_batch=True) == [pytest.approx(0.005 + 0.001), pytest.approx(RETRY_MIN_S / 4)]
+    assert retries(micro_batch=False) == [pytest.approx(RETRY_MIN_S)] * 2
 
 
 def test_a_micro_batch_worker_short_of_the_spends_bound_comes_back_when_that_frees_not_the_grants(
@@ -403,11 +418,11 @@ def test_a_micro_batch_worker_short_of_the_spends_bound_comes_back_when_that_fre
         got = answer(at, 250, spent=last).msgs
         last = ((at + 0.005, got),)
     # the window is spent: at 1.29 s and 1.298 s the grants free the rest of the ask in 10 and 2 ms, the spends'
-    # bound in 15 and 7 (and a millisecond)
+    # bound in 15 and 7 (and a millisecond); the first asks again at its poll, sooner than either
     at_129 = answer(1.29, 200, spent=last)
     at_1298 = answer(1.298, 200, spent=((1.295, at_129.msgs),))
     assert at_129.msgs < 200 and at_1298.msgs == 0
-    assert [at_129.retry_s, at_1298.retry_s] == [pytest.approx(0.015 + 0.001), pytest.approx(0.007 + 0.001)]
+    assert [at_129.retry_s, at_1298.retry_s] == [pytest.approx(RETRY_MIN_S), pytest.approx(0.007 + 0.001)]
 
 
 def give_back_in_debt(book: GrantBook, who: str, debt: float, spent: float) -> float:
