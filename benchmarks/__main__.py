@@ -13,7 +13,6 @@ still run, and the exit status is 1. Missed goals are reported, not treated as f
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib
 import inspect
 import json
@@ -38,7 +37,7 @@ from .common import (
     text_table,
     write_readme,
 )
-from .table import merge, readme_caption, readme_rows, remeasured
+from .table import measured_span, merge, readme_caption, readme_rows, remeasured
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_JSON = PACKAGE_DIR / "results.json"
@@ -110,14 +109,6 @@ def merged_with_previous(saved: Path, rows: list[dict[str, Any]], readme: Path =
                          ) -> list[dict[str, Any]]:
     """The last run's rows (``previous_rows``) with the sections in ``rows`` replaced by ``rows``."""
     return merge(previous_rows(saved, readme), rows, by="section")
-
-
-def measured_span(started: str, now: datetime.datetime | None = None) -> str:
-    """``started`` ("2026-11-27 20:24 UTC") to now: "2026-11-27 20:24-21:11 UTC" (the end's date too if another
-    day)."""
-    end = now or datetime.datetime.now(datetime.UTC)
-    day, at = started.removesuffix(" UTC").split(" ")
-    return f"{day} {at}-{end:%H:%M} UTC" if end.strftime("%Y-%m-%d") == day else f"{started} - {end:%Y-%m-%d %H:%M} UTC"
 
 
 def _json_safe(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -324,16 +324,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
+    import datetime
+
     args = parse_args()
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     got = run(args.quick, set(args.only) if args.only else None, set(args.kind) if args.kind else None,
               tuple(args.where) if args.where else WHERE, args.span_s, args.keep_admitted)
     for r in got:
         print(f"{r['name']:<90} {r['value']:10.3f} {r['unit']:<3} {r['goal']:<8} {r['ok']}")
     if args.write_readme:
-        import datetime
-
-        from .table import stale_comparison, write_rows_into_readme
-        when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        from .table import measured_span, stale_comparison, write_rows_into_readme
+        places = set(args.where or WHERE)   # (the caption says where, when the run was in one place)
+        when = ("" if len(places) > 1 else "on the cluster " if places == {"cluster"} else f"on {places.pop()} ") \
+            + measured_span(started)
         write_rows_into_readme(Path(__file__).resolve().parent.parent / "README.md", got, when,
                                f"shared ({' / '.join(sorted(args.only))})" if args.only else "shared",
                                stale=stale_comparison(got))

@@ -17,11 +17,15 @@ Two ways to merge (``merge``):
 
 The caption keeps the full run's date and lists what was re-measured since, and when (``remeasured``: "Some rows
 re-measured: the shared rows 2026-11-27 20:24-21:11 UTC; the quota rows ..."), the newest first; a part
-re-measured again replaces its own entry.
+re-measured again replaces its own entry, and an entry of some of a module's workloads (``shared (a / b)``) keeps
+only those no newer entry re-measured where it did (``on local[2]``, ``on the cluster``; an entry that names no
+place measured both): one whose workloads were all re-measured since goes. An entry that describes its runs as
+``the same`` as the newer one before it keeps that description when that one goes.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +34,8 @@ from typing import Any
 
 from .common import MarkersMissing, markdown_table, marker_lines, write_readme
 
-__all__ = ["readme_rows", "merge", "readme_caption", "remeasured", "stale_comparison", "write_rows_into_readme"]
+__all__ = ["readme_rows", "merge", "readme_caption", "remeasured", "measured_span", "stale_comparison",
+           "write_rows_into_readme"]
 
 _OK = {"yes": True, "MISSED": False, "-": None}
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
@@ -120,16 +125,17 @@ def merge(previous: Sequence[dict[str, Any]], fresh: Sequence[dict[str, Any]], b
 
 
 _REMEASURED = re.compile(r" ?Some rows re-measured:? (.*)\.$")
-_ENTRY = re.compile(r"the (.+) rows (\d{4}-\d\d-\d\d.*)")
+_ENTRY = re.compile(r"the (.+?) rows ((?:on (?:local\[\d+\]|the cluster) )?\d{4}-\d\d-\d\d.*)")
 
 
-def remeasured(caption: str, what: str, when: str) -> str:
+def remeasured(caption: str, what: str, when: str, rows: Iterable[dict[str, Any]] = ()) -> str:
     """``caption`` saying that ``what``'s rows (a module's, several modules' -- ``demo and replicas`` -- or some of
     one module's workloads') were re-measured ``when``: the full run's caption stays, with its date, and so does
     every other entry of its list of rows re-measured since; an entry for the same rows is replaced, and so are
     those for some workloads of a module ``what`` re-measured whole (``shared (...)``); an entry of several modules
     some of which ``what`` re-measured keeps the others (``demo and replicas``, ``demo`` re-measured: ``replicas``);
-    the new one comes first."""
+    the new one comes first. ``rows``: the table's, which tell where each workload runs (an entry that names no
+    place measured it wherever the table has it; without rows, on ``local[2]`` and on the cluster)."""
     found = _REMEASURED.search(caption)
     base = caption[:found.start()] if found else caption
     entries: list[tuple[str | None, str]] = []
@@ -140,13 +146,97 @@ def remeasured(caption: str, what: str, when: str) -> str:
             entry = _ENTRY.fullmatch(part)
             entries.append((entry.group(1), entry.group(2)) if entry else (None, part))
     kept, gone = [(what, when)], _modules(what)
-    for w, t in entries:
+    for w, t in _spelled_out(entries):
+        if _WORKLOADS.fullmatch(w or "") and _WORKLOADS.fullmatch(what):
+            kept.append((w, t))   # (some workloads of a module after some: by workload and place, below)
+            continue
         if w is not None and w != what:   # (a module's workloads go with the module: "shared (...)" with "shared")
             w = " and ".join(m for m in _modules(w) if m not in gone and m.split(" (")[0] not in gone)
         if w != what and w != "":
             kept.append((w, t))
-    listed = "; ".join(t if w is None else f"the {w} rows {t}" for w, t in kept)
+    listed = "; ".join(t if w is None else f"the {w} rows {t}"
+                       for w, t in _same_again(_without_superseded(kept, _places(rows))))
     return f"{base} Some rows re-measured: {listed}.".strip()
+
+
+_WORKLOADS = re.compile(r"(\w+) \((.+)\)")
+_PLACE = re.compile(r"on (local\[\d+\]|the cluster) ")
+_SAME = ", the same"
+
+
+def _places(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    """(module, workload) -> where the table has its rows (``<workload> [<kind>, <where>]: ...``), as the caption
+    says it (``local[2]``, ``the cluster``)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        if m := re.fullmatch(r"(.+) \[(?:[^,\]]+, )?(.+?)\]: .+", r["name"]):
+            out.setdefault((r["section"], m.group(1)), set()).add("the cluster" if m.group(2) == "cluster"
+                                                                   else m.group(2))
+    return out
+
+
+def _without_superseded(entries: list[tuple[str | None, str]], places: dict[tuple[str, str], set[str]]
+                        ) -> list[tuple[str | None, str]]:
+    """``entries`` (newest first) less the workloads of a module (``shared (a / b)``) that a newer entry
+    re-measured where this one measured them (see the module doc); an entry left with none goes."""
+    out: list[tuple[str | None, str]] = []
+    done: set[tuple[str, str, str | None]] = set()   # (module, workload, place or None for both)
+    for what, when in entries:
+        parts = _WORKLOADS.fullmatch(what) if what is not None else None
+        if parts is None:
+            out.append((what, when))
+            continue
+        place = _PLACE.match(when)
+        where = place.group(1) if place else None
+        module, names = parts.group(1), parts.group(2).split(" / ")
+        left = [n for n in names if not _measured_since(done, module, n, where, places)]
+        done.update((module, n, where) for n in names)
+        if left:
+            out.append((f"{module} ({' / '.join(left)})", when))
+    return out
+
+
+def _description(when: str) -> str:
+    """What an entry says of its runs after its time (``, ours and Redis taking turns``), or ''."""
+    return when.split(" UTC", 1)[1] if " UTC" in when else ""
+
+
+def _spelled_out(entries: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+    """``entries`` (newest first) with ``, the same`` written out as the description of the entry before it."""
+    out: list[tuple[str | None, str]] = []
+    for what, when in entries:
+        if _description(when) == _SAME and out:
+            when = when.removesuffix(_SAME) + _description(out[-1][1])
+        out.append((what, when))
+    return out
+
+
+def _measured_since(done: set[tuple[str, str, str | None]], module: str, name: str, where: str | None,
+                    places: dict[tuple[str, str], set[str]]) -> bool:
+    """Was ``module``'s workload ``name`` re-measured by a newer entry wherever an entry of ``where`` (None: where
+    the table has it) measured it?"""
+    if (module, name, where) in done or (module, name, None) in done:
+        return True
+    return where is None and all((module, name, w) in done
+                                 for w in places.get((module, name), {"local[2]", "the cluster"}))
+
+
+def _same_again(entries: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+    """An entry whose description is the one of the entry kept before it says ``, the same`` again."""
+    out, before = [], None
+    for what, when in entries:
+        desc = _description(when)
+        out.append((what, when.removesuffix(desc) + _SAME if desc and desc == before else when))
+        before = desc
+    return out
+
+
+def measured_span(started: str, now: datetime.datetime | None = None) -> str:
+    """``started`` ("2026-11-27 20:24 UTC") to now: "2026-11-27 20:24-21:11 UTC" (the end's date too if another
+    day)."""
+    end = now or datetime.datetime.now(datetime.UTC)
+    day, at = started.removesuffix(" UTC").split(" ")
+    return f"{day} {at}-{end:%H:%M} UTC" if end.strftime("%Y-%m-%d") == day else f"{started} - {end:%Y-%m-%d %H:%M} UTC"
 
 
 def _modules(what: str) -> list[str]:
@@ -179,4 +269,4 @@ def write_rows_into_readme(readme: Path, fresh: Sequence[dict[str, Any]], when: 
     without meaning; its caption says that ``what``'s rows were re-measured ``when`` (``remeasured``)."""
     text = readme.read_text(encoding="utf-8")
     rows = merge([r for r in readme_rows(text) if not (stale and stale(r))], fresh, by="row")
-    write_readme(readme, markdown_table(rows, remeasured(readme_caption(text), what, when)))
+    write_readme(readme, markdown_table(rows, remeasured(readme_caption(text), what, when, rows)))
