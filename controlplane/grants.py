@@ -500,13 +500,18 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # short of the want: ask again soon (the buckets refill continuously, and what others give back is free at
         # once), but the asks of one limit stay near its pace however many wait
         retry = max(RETRY_MIN_S, askers / pace_per_s) if not stretched else _own_moment_in_s(holder, apart_s, now)
-        # a micro-batch worker held back by the window, which frees a chunk's worth sooner than that (a catch-up
-        # sliding out, by the grants' bound and the spends'): come back then. A poll's phase against that moment
-        # cost a stream a share of it every window. (Not a steady holder: its asks at their own phases fill the
-        # window as it frees, and sooner asks moved the shares of a steady group -- the others took 7-11 intervals
-        # to share a leaver's, not 6)
+        # a micro-batch worker held back by the window, which frees a chunk's worth (or one of its sends) sooner
+        # than that (a catch-up sliding out, by the grants' bound and the spends'): come back then. A poll's phase
+        # against that moment cost a stream a share of it every window. (Not a steady holder: its asks at their own
+        # phases fill the window as it frees, and sooner asks moved the shares of a steady group -- the others took
+        # 7-11 intervals to share a leaver's, not 6)
         if window.returning(holder, now):   # (asked first: the window's log is read only for such a worker)
-            frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, most))
+            # when room for one of its sends frees, if it says its send: a send is what its waiting producer
+            # needs, and told the moment a whole chunk fits, it came back a poll later while a lump sliding out
+            # freed room sooner (at 10,000 a second, room of a few hundred sat unused for 9-13 ms some five times
+            # a second; told the send's moment, the stream read 0.9990-0.9992 of its limit against 0.9969, for
+            # 22 % more asks)
+            frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, most, send or most))
             if frees_s > 0:
                 retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
     return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now), apart_s
