@@ -396,6 +396,31 @@ def test_a_micro_batch_worker_short_of_a_spent_window_comes_back_when_it_frees_a
     assert retries(micro_batch=False) == [pytest.approx(RETRY_MIN_S)] * 2
 
 
+def test_a_micro_batch_worker_that_says_its_send_comes_back_when_room_for_one_send_frees(tmp_path: Path) -> None:
+    """Held back by a spent window, a micro-batch worker whose producers send 25 at a time is told to come back when
+    25 free, not when a whole chunk does: its waiting producer needs one send. (At 10,000 a second room of a few
+    hundred, a lump sliding out, sat unused for 9-13 ms until a chunk's moment or the poll; told the send's moment
+    the stream read 0.999 of its limit, 0.997 before.)"""
+    def retry(send: float) -> float:
+        clock = ManualClock()
+        book = GrantBook(0.25, tmp_path / str(send), clock=clock.now_s)
+        t0 = clock.now_s()
+
+        def answer(at: float, wants: float, returns: float = 0.0):
+            clock.advance(t0 + at - clock.now_s())
+            return book.answer("a", [GrantAsk(level="resource_group", name="rg", direction="publish",
+                                              wants_msgs=wants, returns_msgs=returns, rate_msgs_per_s=LIMIT,
+                                              send_msgs=send)], POLICIES)[0]
+        answer(0.0, 100)                 # a first micro-batch; it gives 10 back at its end; Spark's gap
+        answer(0.05, 0, returns=10)
+        assert answer(0.3, 30).msgs == 30                     # back: a first grant of 30, then the rest of the window
+        while answer(0.303, 250).msgs > 0:
+            pass
+        return answer(1.295, 200).retry_s                     # the 30 slide out at 1.3 s, the rest at 1.303 s
+    assert retry(send=25) == pytest.approx(0.005 + 0.001)     # room for one send: the 30 sliding out
+    assert retry(send=0) == pytest.approx(0.008 + 0.001)      # a whole chunk, when the rest slides out too
+
+
 def test_a_micro_batch_worker_short_of_the_spends_bound_comes_back_when_that_frees_not_the_grants(
         tmp_path: Path) -> None:
     """Each grant of the catch-up is spent 5 ms after it came: the window's grants free its first chunk at 1.3 s,
