@@ -506,12 +506,16 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
         # phases fill the window as it frees, and sooner asks moved the shares of a steady group -- the others took
         # 7-11 intervals to share a leaver's, not 6)
         if window.returning(holder, now):   # (asked first: the window's log is read only for such a worker)
-            # when room for one of its sends frees, if it says its send: a send is what its waiting producer
-            # needs, and told the moment a whole chunk fits, it came back a poll later while a lump sliding out
-            # freed room sooner (at 10,000 a second, room of a few hundred sat unused for 9-13 ms some five times
-            # a second; told the send's moment, the stream read 0.9990-0.9992 of its limit against 0.9969, for
-            # 22 % more asks)
-            frees_s = window.frees_s(holder, capacity, now, pending=min(wants - granted, most, send or most))
+            # when room for one of its sends frees, if it says its send and is alone or short of its fair share of
+            # the window: a send is what its waiting producer needs, and told the moment a whole chunk fits, it came
+            # back a poll later while a lump sliding out freed room sooner (at 10,000 a second, room of a few hundred
+            # sat unused for 9-13 ms some five times a second; told the send's moment, the stream read 0.9988-0.9996
+            # of its limit against 0.9969-0.9978, for 9 % more asks). Any worker so, a greedy stream beside a trickle
+            # turned greedy took the room as it freed: the newcomer 464 a second of 1,000 where it had 499
+            behind = send > 0 and (askers <= 1 or window.granted_to(holder, now) < window.fair_rate(
+                holder, capacity / period_s, now) * period_s)
+            frees_s = window.frees_s(holder, capacity, now,
+                                     pending=min(wants - granted, most, send if behind else most))
             if frees_s > 0:
                 retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
     return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now), apart_s
