@@ -44,7 +44,9 @@ its participants started (``_own_moment_in_s``). The answer says the spacing (``
 participant says its spends no more often. A micro-batch worker (``GrantWindow.returning``) held back by a spent
 window that frees a chunk sooner (by what was granted, and by what was spent) is told to come back then instead (not
 sooner than ``EARLY_RETRY`` of that wait, so its asks stay within four times the steady rate): its catch-up sliding
-out of the window is granted again at once, not at the phase of its next ask against that moment.
+out of the window is granted again at once, not at the phase of its next ask against that moment. One that says its
+send (``GrantAsk.send_msgs``) and is alone or short of its fair share is told when room for one send frees: that is
+what its waiting producer needs.
 
 ``safe`` is the fallback rate a participant uses while it cannot reach the control plane: the limit divided by
 the participants that asked in the last five windows and did not say goodbye (``GrantWindow.holders``: a
