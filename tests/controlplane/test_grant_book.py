@@ -367,20 +367,26 @@ def test_a_lone_asker_held_back_comes_back_twice_as_soon_as_each_of_two() -> Non
     assert beside.msgs == 0 and beside.retry_s == pytest.approx(2 / 100)
 
 
+def asker_at(data_dir: Path, send: float = 0.0):
+    """``answer(at, wants, returns)``: participant "a"'s ask of the resource group at ``at`` s on a fresh book's
+    clock (its producers sending ``send`` at a time), answered."""
+    clock = ManualClock()
+    book = GrantBook(0.25, data_dir, clock=clock.now_s)
+    t0 = clock.now_s()
+
+    def answer(at: float, wants: float, returns: float = 0.0) -> Grant:
+        clock.advance(t0 + at - clock.now_s())
+        return book.answer("a", [GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=wants,
+                                          returns_msgs=returns, rate_msgs_per_s=LIMIT, send_msgs=send)], POLICIES)[0]
+    return answer
+
+
 def test_a_micro_batch_worker_short_of_a_spent_window_comes_back_when_it_frees_a_steady_one_at_the_poll(
         tmp_path: Path) -> None:
     # (a poll's phase against that moment cost a micro-batch stream a share of its limit every window; a steady
     # group's shares moved when its asks came sooner)
     def retries(micro_batch: bool) -> list[float]:
-        clock = ManualClock()
-        book = GrantBook(0.25, tmp_path / str(micro_batch), clock=clock.now_s)
-        t0 = clock.now_s()
-
-        def answer(at: float, wants: float, returns: float = 0.0):
-            clock.advance(t0 + at - clock.now_s())
-            return book.answer("a", [GrantAsk(level="resource_group", name="rg", direction="publish",
-                                              wants_msgs=wants, returns_msgs=returns, rate_msgs_per_s=LIMIT)],
-                               POLICIES)[0]
+        answer = asker_at(tmp_path / str(micro_batch))
         start = 0.0
         if micro_batch:      # a first micro-batch spends 90, gives 10 back at its end; Spark's gap; it is back
             answer(0.0, 100)
@@ -402,15 +408,7 @@ def test_a_micro_batch_worker_that_says_its_send_comes_back_when_room_for_one_se
     hundred, a lump sliding out, sat unused for 9-13 ms until a chunk's moment or the poll; told the send's moment
     the stream read 0.999 of its limit, 0.997 before.)"""
     def retry(send: float) -> float:
-        clock = ManualClock()
-        book = GrantBook(0.25, tmp_path / str(send), clock=clock.now_s)
-        t0 = clock.now_s()
-
-        def answer(at: float, wants: float, returns: float = 0.0):
-            clock.advance(t0 + at - clock.now_s())
-            return book.answer("a", [GrantAsk(level="resource_group", name="rg", direction="publish",
-                                              wants_msgs=wants, returns_msgs=returns, rate_msgs_per_s=LIMIT,
-                                              send_msgs=send)], POLICIES)[0]
+        answer = asker_at(tmp_path / str(send), send=send)
         answer(0.0, 100)                 # a first micro-batch; it gives 10 back at its end; Spark's gap
         answer(0.05, 0, returns=10)
         assert answer(0.3, 30).msgs == 30                     # back: a first grant of 30, then the rest of the window
