@@ -333,10 +333,9 @@ if __name__ == "__main__":
     for r in got:
         print(f"{r['name']:<90} {r['value']:10.3f} {r['unit']:<3} {r['goal']:<8} {r['ok']}")
     if args.write_readme:
-        from .table import measured_span, stale_comparison, write_rows_into_readme
+        from .table import caption_place, measured_span, stale_comparison, write_rows_into_readme
         places = set(args.where or WHERE)   # (the caption says where, when the run was in one place)
-        when = ("" if len(places) > 1 else "on the cluster " if places == {"cluster"} else f"on {places.pop()} ") \
-            + measured_span(started)
+        when = ("" if len(places) > 1 else f"on {caption_place(places.pop())} ") + measured_span(started)
         write_rows_into_readme(Path(__file__).resolve().parent.parent / "README.md", got, when,
                                f"shared ({' / '.join(sorted(args.only))})" if args.only else "shared",
                                stale=stale_comparison(got))

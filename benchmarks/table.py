@@ -124,8 +124,14 @@ def merge(previous: Sequence[dict[str, Any]], fresh: Sequence[dict[str, Any]], b
     return out
 
 
+_PLACE = re.compile(r"on (local\[\d+\]|the cluster) ")
 _REMEASURED = re.compile(r" ?Some rows re-measured:? (.*)\.$")
-_ENTRY = re.compile(r"the (.+?) rows ((?:on (?:local\[\d+\]|the cluster) )?\d{4}-\d\d-\d\d.*)")
+_ENTRY = re.compile(rf"the (.+?) rows ((?:{_PLACE.pattern})?\d{{4}}-\d\d-\d\d.*)")
+
+
+def caption_place(where: str) -> str:
+    """How the caption names a place a workload ran (``local[2]``, ``cluster``): ``local[2]``, ``the cluster``."""
+    return "the cluster" if where == "cluster" else where
 
 
 def remeasured(caption: str, what: str, when: str, rows: Iterable[dict[str, Any]] = ()) -> str:
@@ -160,7 +166,6 @@ def remeasured(caption: str, what: str, when: str, rows: Iterable[dict[str, Any]
 
 
 _WORKLOADS = re.compile(r"(\w+) \((.+)\)")
-_PLACE = re.compile(r"on (local\[\d+\]|the cluster) ")
 _SAME = ", the same"
 
 
@@ -169,10 +174,16 @@ def _places(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
     says it (``local[2]``, ``the cluster``)."""
     out: dict[tuple[str, str], set[str]] = {}
     for r in rows:
-        if m := re.fullmatch(r"(.+) \[(?:[^,\]]+, )?(.+?)\]: .+", r["name"]):
-            out.setdefault((r["section"], m.group(1)), set()).add("the cluster" if m.group(2) == "cluster"
-                                                                   else m.group(2))
+        if parts := workload_kind_where(r["name"]):
+            out.setdefault((r["section"], parts[0]), set()).add(caption_place(parts[2]))
     return out
+
+
+def workload_kind_where(name: str) -> tuple[str, str | None, str] | None:
+    """A row name's workload, kind (None for a comparison's row) and place: ``<workload> [<kind>, <where>]: ...``
+    or ``<workload> [<where>]: ...``; None for a name of neither form."""
+    m = re.fullmatch(r"(.+) \[(?:([^,\]]+), )?(.+?)\]: .+", name)
+    return (m.group(1), m.group(2), m.group(3)) if m else None
 
 
 def _without_superseded(entries: list[tuple[str | None, str]], places: dict[tuple[str, str], set[str]]
@@ -251,8 +262,8 @@ def stale_comparison(fresh: Iterable[dict[str, Any]]) -> Callable[[dict[str, Any
     hour's, and the row beside the fresh medians would compare two runs never run side by side: merged, it goes."""
     fresh = list(fresh)
     names = {r["name"] for r in fresh}
-    measured = {(r["section"], *m.groups()) for r in fresh
-                if (m := re.fullmatch(r"(.+) \[([^,\]]+), (.+?)\]: .+", r["name"]))}
+    measured = {(r["section"], *parts) for r in fresh
+                if (parts := workload_kind_where(r["name"])) and parts[1] is not None}
 
     def stale(r: dict[str, Any]) -> bool:
         m = re.fullmatch(r"(.+) \[(.+?)\]: .+, ours - (.+)", r["name"])
