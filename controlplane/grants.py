@@ -497,6 +497,7 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
                            asks_apart_s=apart_s if stretched else 0.0,
                            send=send, balance=held, coming=coming)
     askers = max(1, window.askers(now))
+    fair_per_s = window.fair_rate(holder, capacity / period_s, now)
     retry = 0.0
     if granted < wants:
         # short of the want: ask again soon (the buckets refill continuously, and what others give back is free at
@@ -514,10 +515,9 @@ def _one(window: GrantWindow, holder: str, capacity: float, period_s: float, ask
             # sat unused for 9-13 ms some five times a second; told the send's moment, the stream read 0.9988-0.9996
             # of its limit against 0.9969-0.9978, for 9 % more asks). Any worker so, a greedy stream beside a trickle
             # turned greedy took the room as it freed: the newcomer 464 a second of 1,000 where it had 499
-            behind = send > 0 and (askers <= 1 or window.granted_to(holder, now) < window.fair_rate(
-                holder, capacity / period_s, now) * period_s)
+            behind = send > 0 and (askers <= 1 or window.granted_to(holder, now) < fair_per_s * period_s)
             frees_s = window.frees_s(holder, capacity, now,
                                      pending=min(wants - granted, most, send if behind else most))
             if frees_s > 0:
                 retry = min(retry, max(frees_s + FREED_LEAD_S, retry * EARLY_RETRY))
-    return granted, chunk, safe_per_s(), retry, window.fair_rate(holder, capacity / period_s, now), apart_s
+    return granted, chunk, safe_per_s(), retry, fair_per_s, apart_s

@@ -368,15 +368,15 @@ def test_a_lone_asker_held_back_comes_back_twice_as_soon_as_each_of_two() -> Non
 
 
 def asker_at(data_dir: Path, send: float = 0.0):
-    """``answer(at, wants, returns)``: participant "a"'s ask of the resource group at ``at`` s on a fresh book's
-    clock (its producers sending ``send`` at a time), answered."""
+    """``answer(at, wants, returns, who)``: participant ``who``'s ("a"'s) ask of the resource group at ``at`` s on
+    a fresh book's clock (its producers sending ``send`` at a time), answered."""
     clock = ManualClock()
     book = GrantBook(0.25, data_dir, clock=clock.now_s)
     t0 = clock.now_s()
 
-    def answer(at: float, wants: float, returns: float = 0.0) -> Grant:
+    def answer(at: float, wants: float, returns: float = 0.0, who: str = "a") -> Grant:
         clock.advance(t0 + at - clock.now_s())
-        return book.answer("a", [GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=wants,
+        return book.answer(who, [GrantAsk(level="resource_group", name="rg", direction="publish", wants_msgs=wants,
                                           returns_msgs=returns, rate_msgs_per_s=LIMIT, send_msgs=send)], POLICIES)[0]
     return answer
 
@@ -417,6 +417,27 @@ def test_a_micro_batch_worker_that_says_its_send_comes_back_when_room_for_one_se
         return answer(1.295, 200).retry_s                     # the 30 slide out at 1.3 s, the rest at 1.303 s
     assert retry(send=25) == pytest.approx(0.005 + 0.001)     # room for one send: the 30 sliding out
     assert retry(send=0) == pytest.approx(0.008 + 0.001)      # a whole chunk, when the rest slides out too
+
+
+def test_of_two_micro_batch_workers_only_the_one_short_of_its_share_comes_back_when_room_for_one_send_frees(
+        tmp_path: Path) -> None:
+    """Two workers of a stream, both back from Spark's gap and saying sends of 25: "a" took most of the window,
+    "b" little. Held back, "b" is told the moment room for one send frees; "a", over its fair share (half the
+    limit), the moment a whole chunk does -- told the send's moment too, a greedy stream took the room as it freed
+    from a trickle beside it that turned greedy."""
+    answer = asker_at(tmp_path, send=25)
+    for who in "ab":          # a first micro-batch each; each gives 10 back at its end; Spark's gap
+        answer(0.0, 100, who=who)
+    for who in "ab":
+        answer(0.05, 0, returns=10, who=who)
+    for who in "ab":
+        assert answer(0.3, 30, who=who).msgs == 30
+    for at in (0.303, 1.001):     # "a" takes the rest of the window, and the first micro-batches' as they slide out
+        while answer(at, 250).msgs > 0:
+            pass
+    # the two 30s slide out at 1.3 s, "a"'s rest at 1.303 s
+    assert answer(1.295, 200, who="b").retry_s == pytest.approx(0.005 + 0.001)
+    assert answer(1.295, 200, who="a").retry_s == pytest.approx(0.008 + 0.001)
 
 
 def test_a_micro_batch_worker_short_of_the_spends_bound_comes_back_when_that_frees_not_the_grants(
