@@ -67,6 +67,15 @@ class Slot:
             self.values = {}
 
 
+_NO_RATES = (math.nan,) * 4
+_NO_TOKENS = (math.nan, math.nan)
+
+
+def _rate(now: float, before: float, dt: float) -> float:
+    """A counter's rate over ``dt`` seconds (one that went down was reset: its value is what it counted since)."""
+    return (now - before if now >= before else now) / dt
+
+
 def _tokens(report: Report) -> dict[Key, tuple[float, float]]:
     """Per limiter, the report's token balances (msgs, bytes; NaN where that dimension has no bucket)."""
     return {(b.level, b.kind, b.name): (b.msgs.tokens if b.msgs else math.nan, b.bytes.tokens if b.bytes else math.nan)
@@ -118,20 +127,20 @@ class History:
             {(c.level, c.kind, c.name): c for c in prev.counters} if prev is not None and dt > 0 else {})
         # (the tokens before a gap are read only where the report spans slots it skipped: most reports span none)
         tokens = _tokens(cur)
-        held = _tokens(prev) if prev is not None and skipped_after < index - 1 else {}
-        keys = dict.fromkeys([*((c.level, c.kind, c.name) for c in cur.counters), *tokens])  # report order
+        skipped = skipped_after < index - 1   # (most reports span no slot they skipped)
+        held = _tokens(prev) if prev is not None and skipped else {}
         counters = {(c.level, c.kind, c.name): c for c in cur.counters}
+        keys = dict.fromkeys(counters)   # report order: its counters' limiters, then those with tokens only
+        keys.update(dict.fromkeys(tokens))
         for key in keys:
             c, p = counters.get(key), before.get(key)
             if c is not None and p is not None:
-                def rate(a: float, b: float) -> float:
-                    return (a - b if a >= b else a) / dt   # a counter that went down was reset
-                rates = (rate(c.admitted_msgs_total, p.admitted_msgs_total),
-                         rate(c.admitted_bytes_total, p.admitted_bytes_total),
-                         rate(c.throttle_time_seconds_total, p.throttle_time_seconds_total),
-                         rate(c.throttled_count, p.throttled_count))
+                rates = (_rate(c.admitted_msgs_total, p.admitted_msgs_total, dt),
+                         _rate(c.admitted_bytes_total, p.admitted_bytes_total, dt),
+                         _rate(c.throttle_time_seconds_total, p.throttle_time_seconds_total, dt),
+                         _rate(c.throttled_count, p.throttled_count, dt))
             else:
-                rates = (math.nan,) * 4
+                rates = _NO_RATES
             series = self.series.get(key)
             if series is None:
                 if len(self.series) >= MAX_SERIES and self._pruned_at != index:
@@ -144,14 +153,18 @@ class History:
                     if s.index < index - 1:
                         s.close()
                 series.append(Slot(index))
-            slot = next((s for s in reversed(series) if s.index <= index), series[-1])
+            slot = series[-1]
+            if slot.index > index:   # (the clock stepped back)
+                slot = next((s for s in reversed(series) if s.index <= index), slot)
             if slot.sums is None:  # (a closed slot is only ever picked when the clock stepped back)
-                slot.values[pid] = rates + tokens.get(key, (math.nan, math.nan))
+                slot.values[pid] = rates + tokens.get(key, _NO_TOKENS)
+            if not skipped:
+                continue
             for s in reversed(series):   # the slots it skipped
                 if s.index <= skipped_after:
                     break
                 if s.index < index and s.sums is None:
-                    s.values[pid] = rates + held.get(key, (math.nan, math.nan))
+                    s.values[pid] = rates + held.get(key, _NO_TOKENS)
 
     def _prune(self, index: int) -> None:
         """Forget limiters with no point in the history window (bounded memory: at most MAX_SERIES series). Once

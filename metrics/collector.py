@@ -104,15 +104,45 @@ def _group_users(live: Live) -> dict[str, dict[str, UsageValues]]:
     return used
 
 
+# a limiter's counter families and the field of ``LimiterCounters`` each is read from
+_LIMITER_COUNTERS = (("throttlescope_throttled", "throttled_count"),
+                     ("throttlescope_throttle_time_seconds", "throttle_time_seconds_total"),
+                     ("throttlescope_admitted_messages", "admitted_msgs_total"),
+                     ("throttlescope_admitted_bytes", "admitted_bytes_total"))
+
+
 def _counters(report: Report) -> dict[Key, float]:
     """Every counter series one report carries, unfolded: (family, labels) -> value."""
     out: dict[Key, float] = {}
     for c in report.counters:
         labels = (c.level, c.kind, c.name)
-        out["throttlescope_throttled", labels] = float(c.throttled_count)
-        out["throttlescope_throttle_time_seconds", labels] = float(c.throttle_time_seconds_total)
-        out["throttlescope_admitted_messages", labels] = float(c.admitted_msgs_total)
-        out["throttlescope_admitted_bytes", labels] = float(c.admitted_bytes_total)
+        for family, field in _LIMITER_COUNTERS:
+            out[family, labels] = float(getattr(c, field))
+    out.update(_other_counters(report))
+    return out
+
+
+def _resets(previous: Report, current: Report) -> list[tuple[Key, float]]:
+    """The counter series of ``previous`` whose value in ``current`` is lower or missing, with their values. (Its
+    limiters' series pairwise, by limiter: a report of 1,000 limiters unfolded into two dicts of 4,000 series
+    cost the control plane more than a tenth of its CPU a report.)"""
+    now = {(c.level, c.kind, c.name): c for c in current.counters}
+    out: list[tuple[Key, float]] = []
+    for p in previous.counters:
+        labels = (p.level, p.kind, p.name)
+        c = now.get(labels)
+        for family, field in _LIMITER_COUNTERS:
+            was = getattr(p, field)
+            if (getattr(c, field) if c is not None else 0.0) < was:
+                out.append(((family, labels), float(was)))
+    after = _other_counters(current)
+    out.extend((k, v) for k, v in _other_counters(previous).items() if after.get(k, 0.0) < v)
+    return out
+
+
+def _other_counters(report: Report) -> dict[Key, float]:
+    """The counter series of one report that are not a limiter's: dispatch throttles, offload."""
+    out: dict[Key, float] = {}
     for level, n in report.dispatch_throttled.items():
         out["throttlescope_dispatch_throttled_events", (level,)] = float(n)
     o = report.offload
@@ -164,8 +194,7 @@ class ThrottlescopeCollector:
 
     def replaced(self, previous: Report, current: Report) -> None:
         """A participant's newer report replaced ``previous``: bank the counters that went down (resets)."""
-        after = _counters(current)
-        resets = [(k, v) for k, v in _counters(previous).items() if after.get(k, 0.0) < v]
+        resets = _resets(previous, current)
         if resets:
             with self._lock:
                 for key, value in resets:
