@@ -54,9 +54,9 @@ class Slot:
         """Per field, the sum over participants (None when none had a value), and the number of participants."""
         if self.sums is not None:
             return self.sums, self.count
-        width = len(next(iter(self.values.values()), ()))
-        sums = tuple(math.fsum(vals) if (vals := [v[i] for v in self.values.values() if not math.isnan(v[i])])
-                     else None for i in range(width))
+        # (a field at a time over the participants' tuples; ``x == x`` is false for NaN only)
+        sums = tuple(math.fsum(vals) if (vals := [x for x in column if x == x]) else None
+                     for column in zip(*self.values.values(), strict=True))
         return sums, len(self.values)
 
     def close(self) -> None:
