@@ -48,7 +48,9 @@ import gzip
 import json
 import math
 import os
+import random
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,6 +82,7 @@ DEMAND_SHARE = 2.0       # a participant at its limit's ceiling wants this many 
 GOAL_USED = 0.97         # of a limit held at its ceiling: granted, on average
 GOAL_P99_MS = 100.0
 ANSWER_TIMEOUT_S = 5.0
+SETTLE_MAX_S = 90.0      # the longest a warm-up waits, past its own length, for the report interval to settle
 START_TIMEOUT_S = 30.0
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -196,6 +199,7 @@ class Sample:
     due: float          # when the report was due (monotonic)
     latency_s: float    # write -> whole answer read; nan when there was no answer
     problem: str | None = None   # what was wrong (None: HTTP 200 and accepted)
+    interval_s: float = math.nan  # a report's: the interval its participant was following when it sent it
 
     @property
     def ok(self) -> bool:
@@ -205,6 +209,7 @@ class Sample:
 @dataclass
 class Load:
     samples: list[Sample] = field(default_factory=list)
+    told_changed_at: float = 0.0   # when an answer last told a participant an interval it was not following
 
     @property
     def errors(self) -> dict[str, int]:
@@ -212,19 +217,28 @@ class Load:
         return dict(Counter(s.problem for s in self.samples if s.problem is not None))
 
 
-async def _send_every(port: int, connect_at: float, first_due: float, next_in: Callable[[], float], end: float,
+@dataclass
+class Until:
+    """When the senders stop (monotonic seconds): moved on while they run, when the warm-up waits to settle."""
+
+    at: float
+
+
+async def _send_every(port: int, connect_at: float, first_due: float, next_in: Callable[[], float], end: Until,
                       load: Load, request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None],
-                      from_answer: bool = False) -> None:
+                      from_answer: bool = False, following: Callable[[], float] | None = None) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
     again after a failure), each answer's latency into ``load``; ``wrong(status, answer)`` says what is wrong with
     an answer (None: it is OK), and ``next_in()`` then how long after this send's due time (``from_answer``: after
     the answer, as the grant keeper counts a retry) the next is due. One answered late is followed by the next send
-    at once, as the reporter and the keeper do, not by a burst."""
+    at once, as the reporter and the keeper do, not by a burst. ``following()``: the interval a sample was sent
+    under (a report's)."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = first_due
-    while due < end:
+    while due < end.at:
         await asyncio.sleep(max(0.0, due - time.monotonic()))
+        under_s = following() if following is not None else math.nan
         try:
             if writer is None:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), ANSWER_TIMEOUT_S)
@@ -233,9 +247,9 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
             writer.write(data)
             status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
             latency = time.monotonic() - start
-            load.samples.append(Sample(due, latency, wrong(status, answer)))
+            load.samples.append(Sample(due, latency, wrong(status, answer), under_s))
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
-            load.samples.append(Sample(due, math.nan, type(e).__name__))
+            load.samples.append(Sample(due, math.nan, type(e).__name__, under_s))
             if writer is not None:
                 writer.close()
             reader = writer = None
@@ -245,9 +259,10 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
         writer.close()
 
 
-async def _participant(i: int, port: int, first_due: float, interval_s: float, end: float, load: Load,
+async def _participant(i: int, port: int, first_due: float, interval_s: float, end: Until, load: Load,
                        connect_at: float, limits: int = 1, usage_map: bool = True) -> None:
-    """Participant ``i``'s reporter: a report every ``interval_s``, its policy version applied from the answers."""
+    """Participant ``i``'s reporter: a report every ``interval_s``, its policy version applied from the answers,
+    and then every interval an answer tells (a loaded control plane stretches it: ``controlplane.report_pace``)."""
     pieces = _report_template(i, interval_s, limits, usage_map)
     # a report of many limits goes gzip-compressed, as a participant sends it: its fixed pieces compressed once,
     # each a gzip member, the values of each send as small members between them (RFC 1952: the body inflates to
@@ -259,7 +274,15 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
     head = (f"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {PARTICIPANT}\r\n"
             f"Content-Type: application/json\r\n{encoding}User-Agent: throttlescope-bench\r\nContent-Length: ").encode()
     value = packed or (lambda b: b)
-    seq, applied = 0, b"0"
+    seq, applied, told_s, spread = 0, b"0", interval_s, False
+    rng = random.Random(i)
+
+    def next_in() -> float:   # as the reporter: after a change, a random part of the new interval
+        nonlocal spread
+        if spread:
+            spread = False
+            return told_s * rng.random()
+        return told_s
 
     def request() -> bytes:
         nonlocal seq
@@ -270,10 +293,14 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         return head + str(len(body)).encode() + b"\r\n\r\n" + body
 
     def wrong(status: int, answer: bytes) -> str | None:
-        nonlocal applied
+        nonlocal applied, told_s, spread
         version = _POLICY_VERSION.search(answer)
         if version is not None:   # applied, as a participant does: the next answers omit the policy document
             applied = version.group(1)
+        told = _TOLD.search(answer)
+        if told is not None and float(told.group(1)) != told_s:   # followed, as a participant does
+            told_s, spread = float(told.group(1)), True
+            load.told_changed_at = time.monotonic()
         if status != 200:
             return f"HTTP {status}"
         if b'"accepted":true' in answer:
@@ -281,14 +308,15 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         reason = _REASON.search(answer)   # (its words up to the first number: "the report was sent", "seq")
         return "not accepted" + (f" ({reason.group(1).decode().strip()})" if reason else "")
 
-    await _send_every(port, connect_at, first_due, lambda: interval_s, end, load, request, wrong)
+    await _send_every(port, connect_at, first_due, next_in, end, load, request, wrong, following=lambda: told_s)
 
 
 _POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')
+_TOLD = re.compile(rb'"reportIntervalSeconds":([0-9.eE+]+)')
 _REASON = re.compile(rb'"reason":"([^"0-9]{1,40})')
 
 
-async def _asker(i: int, port: int, first_due: float, end: float, load: Load, connect_at: float,
+async def _asker(i: int, port: int, first_due: float, end: Until, load: Load, connect_at: float,
                  granted: list[tuple[float, float]]) -> None:
     """Participant ``i``'s grant keeper for its job's topic limit (the limit its reports share), held at its
     ceiling, on a connection of its own as the keeper has: it wants ``DEMAND_SHARE`` times its fair share, so it asks
@@ -340,12 +368,13 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 async def _run_load(port: int, participants: int, interval_s: float, warmup_s: float, duration_s: float,
-                    cp_pid: int, limits: int = 1, usage_map: bool = True, asking: bool = False
-                    ) -> tuple[Load, Load, list[list[tuple[float, float]]], dict[str, float]]:
+                    cp_pid: int, limits: int = 1, usage_map: bool = True, asking: bool = False,
+                    settle_s: float = 0.0) -> tuple[Load, Load, list[list[tuple[float, float]]], dict[str, float]]:
     load, asks = Load(), Load()
     granted: list[list[tuple[float, float]]] = [[] for _ in range(math.ceil(participants / GROUP))]   # per job
-    t0 = time.monotonic()
-    measure_from, end = t0 + warmup_s, t0 + warmup_s + duration_s
+    t0 = load.told_changed_at = time.monotonic()
+    measure_from = t0 + warmup_s
+    end = Until(measure_from + duration_s + (SETTLE_MAX_S if settle_s else 0.0))
     connect_spread = max(0.5, warmup_s / 2)
     tasks = [asyncio.create_task(_participant(i, port, t0 + connect_spread + interval_s * i / participants,
                                               interval_s, end, load, t0 + connect_spread * i / participants,
@@ -356,17 +385,22 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
                                              end, asks, t0 + connect_spread * i / participants, granted[i // GROUP]))
                   for i in range(participants)]
     await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
+    # (settle_s: on until no participant was told a new interval for that long, SETTLE_MAX_S at most)
+    while settle_s and time.monotonic() - load.told_changed_at < settle_s and time.monotonic() < end.at - duration_s:
+        await asyncio.sleep(0.25)
+    measure_from = time.monotonic()
+    end.at = measure_from + duration_s
     cpu0, gen0, wall0, mem0 = cpu_seconds(cp_pid), _own_cpu(), time.monotonic(), memory_kb(cp_pid)
-    await asyncio.sleep(max(0.0, end - time.monotonic()))
+    await asyncio.sleep(max(0.0, end.at - time.monotonic()))
     cpu1, gen1, wall1, mem1 = cpu_seconds(cp_pid), _own_cpu(), time.monotonic(), memory_kb(cp_pid)
     await asyncio.gather(*tasks)
     wall = wall1 - wall0
     for each in (load, asks):
-        each.samples = [s for s in each.samples if measure_from <= s.due < end]
-    granted = [[(t, n) for t, n in job if measure_from <= t < end] for job in granted]
+        each.samples = [s for s in each.samples if measure_from <= s.due < end.at]
+    granted = [[(t, n) for t, n in job if measure_from <= t < end.at] for job in granted]
     return load, asks, granted, {"cp_cpu_pct": 100 * (cpu1 - cpu0) / wall, "gen_cpu_pct": 100 * (gen1 - gen0) / wall,
                   "rss_start_mb": mem0["VmRSS"] / 1024, "rss_end_mb": mem1["VmRSS"] / 1024,
-                  "hwm_mb": mem1["VmHWM"] / 1024, "window_s": wall}
+                  "hwm_mb": mem1["VmHWM"] / 1024, "window_s": wall, "warmed_s": measure_from - t0}
 
 
 def _server_stack() -> str:
@@ -395,10 +429,12 @@ def _server_mean_ms(cp: ControlPlaneProcess) -> float:
 
 
 def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmup_s: float | None = None,
-            limits: int = 1, usage_map: bool = True, asking: bool = False) -> dict[str, Any]:
+            limits: int = 1, usage_map: bool = True, asking: bool = False, settle_s: float = 0.0) -> dict[str, Any]:
     """Run the load against a fresh control plane; the raw figures (see the module essay). ``limits``: shared
     limits a participant reports; ``usage_map``: whether its reports ask for the usage map (see
-    ``_report_template``); ``asking``: each participant also asks for grants at its limit's ceiling (``_asker``)."""
+    ``_report_template``); ``asking``: each participant also asks for grants at its limit's ceiling (``_asker``);
+    ``settle_s``: the warm-up goes on until no participant was told a new report interval for this long (the
+    control plane stretches it under load: ``controlplane.report_pace``), at most ``SETTLE_MAX_S`` more."""
     warmup_s = warmup_s if warmup_s is not None else min(5.0, 2.0 + participants / 500)
     load_before = os.getloadavg()[0]
     with control_plane(interval_s) as cp:
@@ -416,13 +452,17 @@ def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmu
         freezer = HeapFreezer(min_interval_s=24 * 3600.0).start()
         try:
             load, asks, granted, usage = asyncio.run(_run_load(cp.port, participants, interval_s, warmup_s,
-                                                               duration_s, cp.pid, limits, usage_map, asking))
+                                                               duration_s, cp.pid, limits, usage_map, asking,
+                                                               settle_s))
         finally:
             freezer.stop()
         server_ms = _server_mean_ms(cp)
     answered = sorted(s.latency_s for s in load.samples if not math.isnan(s.latency_s))
-    expected = participants * duration_s / interval_s
+    # the reports due: each participant's, at the interval it was told (the median of those it sent under)
+    told_s = statistics.median(s.interval_s for s in load.samples) if load.samples else interval_s
+    expected = participants * duration_s / told_s
     return {"participants": participants, "limits": limits, "duration_s": duration_s, "expected": expected,
+            "told_s": told_s,
             "sent": len(load.samples), "answered": len(answered), "ok": sum(s.ok for s in load.samples),
             "errors": dict(load.errors), "p50_ms": 1000 * percentile(answered, 50),
             "p99_ms": 1000 * percentile(answered, 99), "max_ms": 1000 * answered[-1] if answered else math.nan,

@@ -13,7 +13,8 @@ Every round (``run_once``) the reporter
 3. POSTs it (``ControlPlaneClient``; short timeout) and applies the answer (``Applier``): new policies when the
    version moved; the usage entries the control plane holds nothing for (``usageMissing``) go in full next
    round (the report asks for no usage map: the shares come from grants). The control plane's
-   ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its intervals. (The tokens of shared
+   ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its intervals (it stretches it when the
+   reports would take too much of its CPU; the retries of an outage keep to the shorter of the two). (The tokens of shared
    limits come between reports, from the grant keeper: ``collectors.grants``; usage and demand are reported for
    the dashboard and the metrics.)
 
@@ -32,6 +33,7 @@ ever waits on any of this.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -107,8 +109,11 @@ class Reporter:
         self.p = participant
         self.client = client
         self.interval_s = interval_s
+        self._configured_s = interval_s
         self._backoff_cap = backoff_cap_s
         self.backoff = Backoff(interval_s, backoff_cap_s(interval_s), **({"rng": rng} if rng else {}))
+        self._rng = rng or random.random
+        self._spread_next = False   # the interval changed: the next round comes after a random part of it
         self.suppression = Suppression(tolerance_pct, max_rounds)
         self.meter = UsageMeter()
         self._wall = wall_s
@@ -149,7 +154,7 @@ class Reporter:
         while not self._stop.wait(max(0.0, due - time.monotonic())):
             try:
                 ok = self.run_once()
-                delay = self.interval_s if ok else self.backoff.next_delay_s()
+                delay = self.next_delay_s(ok)
             except Exception:  # noqa: BLE001 - a bug must not kill the reporter; keep the limits, keep trying
                 if not self._bug_logged:
                     log.exception("throttlescope: a report round failed unexpectedly; limits unchanged, retrying "
@@ -160,6 +165,16 @@ class Reporter:
                 delay = self.backoff.next_delay_s()
             now = time.monotonic()
             due = due + delay if due + delay > now else now + delay
+
+    def next_delay_s(self, ok: bool) -> float:
+        """How long after a round the next one comes: the interval (after a change, a random part of it), or,
+        when the round failed, the backoff's next wait."""
+        if not ok:
+            return self.backoff.next_delay_s()
+        if self._spread_next:
+            self._spread_next = False
+            return self.interval_s * self._rng()
+        return self.interval_s
 
     # --- one round ----------------------------------------------------------------------------------------
 
@@ -211,7 +226,13 @@ class Reporter:
         log.info("throttlescope: reporting every %g s, as the control plane asks (was %g s)", interval_s,
                  self.interval_s)
         self.interval_s = interval_s
-        self.backoff = Backoff(interval_s, self._backoff_cap(interval_s))
+        # the participants told it now got it at about the same time (a control plane that stretches it was slow to
+        # answer them all): each comes next after a random part of it, so that their reports spread over it
+        self._spread_next = True
+        # retries while the control plane is down do not lengthen with an interval stretched under its load: a
+        # restarted control plane re-learns in its configured interval's time (controlplane.report_pace)
+        retry_s = min(interval_s, self._configured_s)
+        self.backoff = Backoff(retry_s, self._backoff_cap(retry_s))
         self.client.timeout_s = request_timeout_s(interval_s)
 
     def _measure(self, now: float) -> tuple[dict, dict[str, wire.UsageValues]]:

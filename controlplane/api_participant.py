@@ -10,6 +10,7 @@ body) goes on to the route, so the route stays the one place that explains error
 documents the endpoint.
 """
 
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
@@ -56,7 +57,8 @@ async def report(body: Report, ctx: Ctx) -> Response:
 
 def answer_report(ctx: Context, body: Report) -> bytes:
     """Ingest one valid report and render the answer (JSON of a ``ReportResponse``); a replica passes it on."""
-    answer = report_response(ctx.live, ctx.policies(), ctx.settings.report_interval_s, body)
+    interval_s = ctx.pace.interval_s(body.participant.participant_id, ctx.live.participants)
+    answer = report_response(ctx.live, ctx.policies(), interval_s, body)
     if answer.accepted and ctx.reports is not None:
         ctx.reports.put(body)
     return answer.model_dump_json().encode()
@@ -65,6 +67,7 @@ def answer_report(ctx: Context, body: Report) -> bytes:
 def report_response(live: LiveState, policies: PolicySet, interval_s: float, body: Report) -> ReportResponse:
     """Ingest one valid report into ``live`` and answer it (the policies only when the participant's are not
     the current ones; the usage map only when asked for)."""
+    live.tell(interval_s)
     accepted, reason = live.ingest(body)
     keys = [limit_key(u.level, u.direction, u.name) for u in body.usage] + list(body.usage_unchanged)
     return ReportResponse(
@@ -87,10 +90,13 @@ async def grant(body: GrantRequest, ctx: Ctx) -> Response:
 
 
 def answer_grant(ctx: Context, body: GrantRequest) -> bytes:
+    started = time.thread_time()
     policies = ctx.policies()
     answer = GrantAnswer(policyVersion=policies.version, learning=ctx.grants.learning,
                          grants=ctx.grants.answer(body.participant_id, body.asks, policies, body.sent_s))
-    return answer.model_dump_json().encode()
+    payload = answer.model_dump_json().encode()
+    ctx.pace.exclude(time.thread_time() - started)   # (paced by the grants' own rules: not the reports' CPU)
+    return payload
 
 
 def _is_json(scope: Scope) -> bool:

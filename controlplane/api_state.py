@@ -27,7 +27,7 @@ Ctx = Annotated[Context, Depends(get_ctx)]
 def healthz(ctx: Ctx) -> dict[str, Any]:
     return {"status": "ok", "service": "throttlescope-controlplane", "version": package_version(),
             "schemaVersion": ctx.store.schema_version, "policyVersion": ctx.store.policy_version(),
-            "reportIntervalSeconds": ctx.settings.report_interval_s,
+            "reportIntervalSeconds": ctx.live.told_s,
             "uptimeSeconds": time.monotonic() - ctx.started_monotonic}
 
 

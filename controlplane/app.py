@@ -33,6 +33,7 @@ from controlplane.grant_tables import RedisTable
 from controlplane.grants import GrantBook
 from controlplane.middleware import GuardMiddleware
 from controlplane.principals import Directory
+from controlplane.report_pace import ReportPace
 from controlplane.shared_reports import ReportFollower, ReportStream
 from controlplane.state import LiveState
 from controlplane.store import Store
@@ -127,8 +128,9 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     app = FastAPI(title="throttlescope control plane", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan)
     directory = Directory(store, tokens)
+    pace = ReportPace(settings.report_interval_s, settings.report_interval_most_s, settings.report_cpu_share)
     app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory, grants=grants,
-                            reports=reports)
+                            pace=pace, reports=reports)
     errors.install(app)
     for module in (api_participant, api_groups, api_policies, api_broker, api_tenants, api_principals,
                    api_state):  # reports: matched first

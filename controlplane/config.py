@@ -3,8 +3,9 @@
 ``python -m controlplane --host 127.0.0.1 --port 8000 --data-dir ./data`` (the defaults). Environment:
 THROTTLESCOPE_HOST, THROTTLESCOPE_PORT, THROTTLESCOPE_DATA_DIR, THROTTLESCOPE_REPORT_INTERVAL_S,
 THROTTLESCOPE_OPEN_READS, THROTTLESCOPE_LOG_LEVEL, THROTTLESCOPE_METRICS_TOPIC_LABELS, THROTTLESCOPE_REDIS_URL and
-THROTTLESCOPE_REUSE_PORT (replicas: see docs/architecture.md, "Several replicas"), THROTTLESCOPE_GRANT_ASKS_PER_S;
-the bootstrap tokens
+THROTTLESCOPE_REUSE_PORT (replicas: see docs/architecture.md, "Several replicas"), THROTTLESCOPE_GRANT_ASKS_PER_S,
+THROTTLESCOPE_REPORT_INTERVAL_MAX_S and THROTTLESCOPE_REPORT_CPU_SHARE (``controlplane.report_pace``); the bootstrap
+tokens
 THROTTLESCOPE_ADMIN_TOKEN and THROTTLESCOPE_TOKEN (not set: auth.py reads or makes them in the data directory).
 A value out of range stops the start with a message naming the flag or variable and what is allowed (a token's
 message never shows the token).
@@ -42,6 +43,8 @@ MAX_JSON_DEPTH = 32
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 MAX_GRANT_ASKS_PER_S = 1e6
+MOST_REPORT_INTERVAL_S = 10.0   # the longest interval the reports are stretched to, unless told (or the interval is)
+REPORT_CPU_SHARE = 0.6          # of a core: beyond it, the reports are told to come less often
 
 
 def _port(value: Any) -> int:
@@ -108,6 +111,17 @@ class Settings(EnvSettings):
     reuse_port: switch() = False
     # the grant asks a second this process aims at over all its shared limits (controlplane.ask_pace)
     grant_asks_per_s: between(MAX_ASKS_PER_S, MAX_GRANT_ASKS_PER_S, "a number of asks a second") = ASKS_BUDGET_PER_S
+    # the reports' pace (controlplane.report_pace): stretched up to this (None: 10 s, or the interval if longer) when
+    # the reports would take more than report_cpu_share of a core; equal to report_interval_s: never stretched
+    report_interval_max_s: IntervalSeconds | None = None
+    report_cpu_share: between(0.05, 1.0, "a fraction of a core") = REPORT_CPU_SHARE
+
+    @property
+    def report_interval_most_s(self) -> float:
+        """The longest interval the reports may be told."""
+        if self.report_interval_max_s is not None:
+            return self.report_interval_max_s
+        return max(self.report_interval_s, MOST_REPORT_INTERVAL_S)
 
     @property
     def stale_after_s(self) -> float:
@@ -127,6 +141,14 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"report interval told to participants, {MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g} s "
                         "(default 1; env THROTTLESCOPE_REPORT_INTERVAL_S); participants silent for twice this "
                         "are removed")
+    p.add_argument("--report-interval-max", metavar="SECONDS",
+                   help=f"the longest report interval told when reports would take more than --report-cpu-share of "
+                        f"a core, --report-interval..{MAX_INTERVAL_S:g} s (default {MOST_REPORT_INTERVAL_S:g}, or "
+                        "--report-interval if longer; env THROTTLESCOPE_REPORT_INTERVAL_MAX_S); equal to "
+                        "--report-interval: never stretched")
+    p.add_argument("--report-cpu-share", metavar="FRACTION",
+                   help=f"the share of a core the reports may take before they are told to come less often, "
+                        f"0.05..1 (default {REPORT_CPU_SHARE:g}; env THROTTLESCOPE_REPORT_CPU_SHARE)")
     p.add_argument("--open-reads", action="store_const", const="1",
                    help="serve read endpoints without a token (env THROTTLESCOPE_OPEN_READS=1)")
     p.add_argument("--log-level", help=f"one of {', '.join(LOG_LEVELS)} (default info; env THROTTLESCOPE_LOG_LEVEL)")
@@ -147,7 +169,8 @@ def _parser() -> argparse.ArgumentParser:
 
 FLAGS = {"host": "--host", "port": "--port", "data_dir": "--data-dir", "report_interval_s": "--report-interval",
          "open_reads": "--open-reads", "log_level": "--log-level", "redis_url": "--redis-url",
-         "reuse_port": "--reuse-port", "grant_asks_per_s": "--grant-asks"}
+         "reuse_port": "--reuse-port", "grant_asks_per_s": "--grant-asks",
+         "report_interval_max_s": "--report-interval-max", "report_cpu_share": "--report-cpu-share"}
 
 
 def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
@@ -157,6 +180,10 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
         raise ConfigError("--reuse-port (THROTTLESCOPE_REUSE_PORT) lets other control-plane processes serve the "
                           "same port; without --redis-url (THROTTLESCOPE_REDIS_URL) each would grant every shared "
                           "limit whole. Give both, or neither")
+    if settings.report_interval_max_s is not None and settings.report_interval_max_s < settings.report_interval_s:
+        raise ConfigError(f"--report-interval-max (THROTTLESCOPE_REPORT_INTERVAL_MAX_S) must be at least "
+                          f"--report-interval (THROTTLESCOPE_REPORT_INTERVAL_S, {settings.report_interval_s:g} s), "
+                          f"got {settings.report_interval_max_s:g} s")
     return settings
 
 

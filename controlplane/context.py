@@ -17,6 +17,7 @@ from controlplane.config import Settings
 from controlplane.grants import GrantBook
 from controlplane.middleware import actor_of
 from controlplane.principals import Directory
+from controlplane.report_pace import ReportPace
 from controlplane.shared_reports import ReportStream
 from controlplane.state import LiveState
 from controlplane.store import AuditInfo, Change, Reader, Store
@@ -33,6 +34,7 @@ class Context:
     live: LiveState
     directory: Directory
     grants: GrantBook
+    pace: ReportPace   # the report interval told to participants (controlplane.report_pace)
     # replicas: accepted reports and goodbyes passed to the others through Redis (controlplane.shared_reports)
     reports: ReportStream | None = None
     started_monotonic: float = field(default_factory=time.monotonic)

@@ -10,10 +10,12 @@ throttles per second) and its tokens; a slot's value is the sum over participant
 A participant whose report came late (none in a slot, the next one spanning both) has that rate counted in every
 slot it spans: summing only the participants that reported in a slot read a skipped slot one participant short, and
 the rate over both slots counted once (two participants at 50 msgs/s each read about 93 on average, 80 at times). In
-the slot it skipped, its tokens are those of its report before the gap (the level known then). A participant that is
-silent for 2 report intervals expires, so a gap is at most one slot: the last two slots keep their per-participant
-values (a late report, and another in the same slot refining its rate, overwrite the participant's value in the slot
-before), older ones keep their sums only. A slot's first report is measured from the participant's last report of an
+the slot it skipped, its tokens are those of its report before the gap (the level known then). Slots are as long as
+the configured interval; participants told a longer one (``controlplane.report_pace``) skip ``reach_slots - 1`` slots
+between reports, and one that is silent for 2 of its intervals expires, so a gap is at most ``reach_slots``: the last
+``reach_slots + 1`` slots keep their per-participant values (a late report, and another in the same slot refining its
+rate, overwrite the participant's value in the slots before), older ones keep their sums only. The newest
+``reach_slots - 1`` slots are not shown: participants have yet to report for them. A slot's first report is measured from the participant's last report of an
 earlier slot, or, where that one came less than ``MIN_BASE_FRACTION`` of an interval before it (an extra report just
 before the slot's edge), from the report that slot was measured from: a rate over a few milliseconds is one send's
 burst (50 ms holding one send of 25 reads 500 msgs/s). A slot nobody reported in has no point; the next point covers
@@ -24,7 +26,6 @@ Not thread-safe: ``controlplane.state.LiveState`` owns one and calls it under it
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ class History:
         self._last_in_slot: dict[str, tuple[int, Report]] = {}
         self._slot_base: dict[str, tuple[int, Report, int]] = {}
         self._pruned_at: int | None = None   # the slot index of the last prune
+        self.reach_slots = 1   # the longest gap a participant may leave between reports, in slots (LiveState's)
 
     def forget(self, pid: str) -> None:
         """The participant left: its next report (if it comes back) starts afresh."""
@@ -149,8 +151,10 @@ class History:
                     continue
                 series = self.series[key] = deque(maxlen=self._slots)
             if not series or series[-1].index < index:
-                for s in itertools.islice(reversed(series), 2):  # no late report reaches back past the last slot
-                    if s.index < index - 1:
+                for s in reversed(series):   # no late report reaches back further than the longest gap
+                    if s.sums is not None:
+                        break
+                    if s.index < index - self.reach_slots:
                         s.close()
                 series.append(Slot(index))
             slot = series[-1]
@@ -177,13 +181,14 @@ class History:
     def view(self, now: float, level: str | None, name: str | None, seconds: float) -> dict[str, Any]:
         """The points of the last ``seconds``, per limiter (of ``level`` and ``name`` when given)."""
         first = int((now - seconds) // self.interval_s)
+        last = int(now // self.interval_s) - (self.reach_slots - 1)   # (newer ones: not everyone reported yet)
         series = []
         for (lv, kind, nm), slots in sorted(self.series.items()):
             if (level is not None and lv != level) or (name is not None and nm != name):
                 continue
             points = []
             for s in slots:
-                if s.index < first:
+                if s.index < first or s.index > last:
                     continue
                 point: dict[str, Any] = {"t": s.index * self.interval_s}
                 sums, count = s.totals()

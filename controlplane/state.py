@@ -15,6 +15,10 @@ Staleness, on one wall clock (``sent_at`` comes from the participant's host, so 
 a report sent more than 2 report intervals ago is ignored, as is one whose ``seq`` is not above the last accepted
 one (PIP-82: discard old messages); a participant not heard from for 2 intervals is removed (``expire``, run on
 every access), and ``goodbye`` removes one at once. Removed participants are remembered briefly as "departed".
+The interval told to participants may be longer than the configured one (``controlplane.report_pace``); ``tell``
+says which is told now, and "an interval" above is the longest any participant may still be following
+(``reach_s``): one told ``X`` seconds at ``t`` reports again by ``t + X`` and is then told the current one, so an
+interval told before counts until ``t + 2X``.
 
 Every accepted report also goes, under the same lock, into the usage index (``controlplane.usage_index``: limit
 key -> participant -> usage, what the answers' usage maps read) and the history (``controlplane.history``: per
@@ -24,6 +28,7 @@ limiter, 15 minutes at report resolution). What the dashboard reads of all this 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -71,8 +76,11 @@ class Snapshot:
 
 class LiveState:
     def __init__(self, interval_s: float, clock: Callable[[], float] = time.time) -> None:
-        self.interval_s = interval_s
+        self.interval_s = interval_s   # the configured interval: the history's slots
+        self.told_s = interval_s       # the interval told now (``tell``)
+        self.reach_s = interval_s      # the longest interval a participant may still be following
         self.stale_s = 2 * interval_s
+        self._told_until: dict[float, float] = {}   # an interval told before -> until when one may follow it
         self._clock = clock
         self._lock = threading.Lock()
         self._peers: dict[str, Peer] = {}   # least recently heard from first (expiry stops at the first live one)
@@ -83,6 +91,27 @@ class LiveState:
         self.listener: Any = None
 
     # ------------------------------------------------------------ ingestion
+
+    def tell(self, interval_s: float) -> None:
+        """The answers tell participants to report every ``interval_s`` from now (``controlplane.report_pace``)."""
+        if interval_s == self.told_s:
+            return
+        with self._lock:
+            # (one told the old interval just now reports again within it, and is then told this one; until it
+            # has had 2 of them to, it may not expire)
+            self._told_until[self.told_s] = self._clock() + 2 * self.told_s
+            self._told_until.pop(interval_s, None)
+            self.told_s = interval_s
+            self._reckon(self._clock())
+
+    def _reckon(self, now: float) -> None:
+        """``reach_s``, ``stale_s`` and the history's reach, from the intervals participants may still follow."""
+        for interval, until in list(self._told_until.items()):
+            if until < now:
+                del self._told_until[interval]
+        self.reach_s = max(self.told_s, *self._told_until) if self._told_until else self.told_s
+        self.stale_s = 2 * self.reach_s
+        self._history.reach_slots = max(1, math.ceil(self.reach_s / self.interval_s - 1e-9))
 
     def ingest(self, report: Report) -> tuple[bool, str | None]:
         """Record one report. Returns (accepted, reason it was ignored)."""
@@ -131,6 +160,8 @@ class LiveState:
         self._departed.append(Departed(pid, peer, why, now))
 
     def _expire(self, now: float) -> None:
+        if self._told_until:
+            self._reckon(now)
         stale = []
         for pid, peer in self._peers.items():  # least recently heard from first: stop at the first live one
             if now - peer.last_seen <= self.stale_s:
@@ -143,6 +174,11 @@ class LiveState:
             self._departed.popleft()
 
     # ------------------------------------------------------------ queries
+
+    @property
+    def participants(self) -> int:
+        """How many participants are live (as of the last expiry)."""
+        return len(self._peers)
 
     def last_seq(self, participant_id: str) -> int:
         """The ``seq`` of the participant's last accepted report (-1: not live)."""

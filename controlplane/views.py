@@ -65,7 +65,7 @@ def _describe(pid: str, peer: Peer, now: float, version: int | None) -> dict[str
 def participants(live: LiveState, version: int) -> ParticipantsState:
     snap = live.snapshot()
     return ParticipantsState(
-        policyVersion=version, reportIntervalSeconds=live.interval_s,
+        policyVersion=version, reportIntervalSeconds=live.reach_s,
         participants=[ParticipantView(**_describe(pid, peer, snap.now, version)) for pid, peer in snap.peers],
         departed=[DepartedView(**{**_describe(d.pid, d.peer, d.at, None), "alive": False,
                                   "departedBecause": d.why, "departedAt": d.at})

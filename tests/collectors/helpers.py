@@ -33,6 +33,7 @@ class InProcessControlPlane:
                  **book: Any):
         self.policies = policies
         self.live = LiveState(interval_s)
+        self.told_s = interval_s   # the interval its answers tell (a loaded control plane's is longer)
         self.grants = GrantBook(interval_s, clock=clock or time.monotonic, **book)
         self.grant_requests: list[GrantRequest] = []
         self.reports: list[Report] = []
@@ -44,7 +45,7 @@ class InProcessControlPlane:
         if self.fail is not None:
             raise self.fail
         self.reports.append(report)
-        return report_response(self.live, self.policies, self.live.interval_s, report)
+        return report_response(self.live, self.policies, self.told_s, report)
 
     def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
         if self.fail is not None:

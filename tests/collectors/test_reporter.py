@@ -220,6 +220,23 @@ def test_the_control_planes_interval_is_followed(clock: ManualClock) -> None:
     assert p.reporter.backoff.base_s == 0.5 and cp.timeout_s == 1.0
 
 
+def test_an_interval_stretched_by_a_loaded_control_plane_is_followed_but_retries_keep_to_the_configured_one(
+        clock: ManualClock) -> None:
+    cp = InProcessControlPlane(grouped(1000), interval_s=1.0)
+    p = make_participant(clock, cp, interval_s=1.0)
+    assert p.reporter.next_delay_s(True) == 1.0
+    cp.told_s = 4.0
+    p.report_now()
+    assert p.reporter.interval_s == 4.0 and cp.timeout_s == 5.0   # (2 intervals, at most 5 s: it is busy)
+    p.reporter._rng = lambda: 0.25
+    # told at about the same time as every other participant: the next report after a random part of the interval
+    assert p.reporter.next_delay_s(True) == 1.0 and p.reporter.next_delay_s(True) == 4.0
+    assert p.reporter.backoff.base_s == 1.0 and p.reporter.backoff.cap_s == 10.0
+    cp.told_s = 1.0
+    p.report_now()
+    assert p.reporter.interval_s == 1.0 and p.reporter.backoff.base_s == 1.0
+
+
 def test_backoff_is_exponential_capped_and_jittered() -> None:
     low = Backoff(0.25, 2.0, rng=lambda: 0.0)
     assert [low.next_delay_s() for _ in range(6)] == [0.125, 0.25, 0.5, 1.0, 1.0, 1.0]

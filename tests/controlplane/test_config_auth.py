@@ -53,6 +53,18 @@ def test_the_grant_asks_budget_is_a_setting_the_grant_book_keeps(tmp_path: Path)
     assert app.state.ctx.grants.pace.budget_per_s == 9000
 
 
+def test_the_reports_pace_settings_reach_the_pace(tmp_path: Path) -> None:
+    s = parse_settings([], env={})
+    assert (s.report_interval_most_s, s.report_cpu_share) == (10.0, 0.6)
+    assert parse_settings(["--report-interval", "30"], env={}).report_interval_most_s == 30.0   # never shorter
+    s = parse_settings(["--report-interval-max", "4"], env={"THROTTLESCOPE_REPORT_INTERVAL_MAX_S": "8",
+                                                            "THROTTLESCOPE_REPORT_CPU_SHARE": "0.3",
+                                                            "THROTTLESCOPE_DATA_DIR": str(tmp_path)})
+    assert (s.report_interval_most_s, s.report_cpu_share) == (4.0, 0.3)
+    pace = create_app(s, Tokens(admin="a" * 16, participant="p" * 16)).state.ctx.pace
+    assert (pace.floor_s, pace.most_s, pace.cpu_share) == (1.0, 4.0, 0.3)
+
+
 @pytest.mark.parametrize(("argv", "env", "needle"), [
     (["--port", "0"], {}, "--port must be a port number 1..65535"),
     (["--port", "70000"], {}, "1..65535"),
@@ -73,6 +85,11 @@ def test_the_grant_asks_budget_is_a_setting_the_grant_book_keeps(tmp_path: Path)
     (["--reuse-port"], {}, "without --redis-url (THROTTLESCOPE_REDIS_URL) each would grant every shared limit whole"),
     (["--grant-asks", "99"], {}, "--grant-asks must be a number of asks a second 100..1e+06, got '99'"),
     ([], {"THROTTLESCOPE_GRANT_ASKS_PER_S": "lots"}, "THROTTLESCOPE_GRANT_ASKS_PER_S must be a number of asks a second"),
+    (["--report-interval", "2", "--report-interval-max", "1"], {},
+     "--report-interval-max (THROTTLESCOPE_REPORT_INTERVAL_MAX_S) must be at least --report-interval "
+     "(THROTTLESCOPE_REPORT_INTERVAL_S, 2 s), got 1 s"),
+    ([], {"THROTTLESCOPE_REPORT_INTERVAL_MAX_S": "0"}, "THROTTLESCOPE_REPORT_INTERVAL_MAX_S must be a number of seconds"),
+    (["--report-cpu-share", "0"], {}, "--report-cpu-share must be a fraction of a core 0.05..1, got '0'"),
 ])
 def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError) as e:

@@ -16,6 +16,7 @@ from controlplane.config import Settings
 from controlplane.context import Context
 from controlplane.grants import GrantBook
 from controlplane.principals import Directory
+from controlplane.report_pace import ReportPace
 from controlplane.state import LiveState
 from controlplane.store import Store
 from protocol import Report, ReportResponse
@@ -47,7 +48,7 @@ def ctx(tmp_path: Path) -> Any:
     store = Store(tmp_path)
     yield Context(settings=Settings(data_dir=tmp_path), store=store, live=LiveState(1.0),
                   directory=Directory(store, Tokens(ADMIN, PARTICIPANT)),
-                  grants=GrantBook(1.0))
+                  grants=GrantBook(1.0), pace=ReportPace(1.0, 10.0, 0.6))
     store.close()
 
 

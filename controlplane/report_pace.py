@@ -1,0 +1,128 @@
+"""How often participants are told to report: the configured interval, stretched when reports would take more
+than their share of the control plane's one core.
+
+Why
+---
+Every participant reports every interval; the report is its heartbeat and what the dashboard and the metrics show
+(the tokens of shared limits come between reports, from the grants). A report costs the control plane CPU that
+grows with the limits in it: about 0.4 ms for one limit, 0.6 ms for ten, 1.9 ms for a hundred, 12 ms for a thousand
+(``benchmarks/bench_scale.py``'s curve). One process has one core (the GIL): 3,000 participants of one limit, or
+1,000 of a hundred, reporting every second, need more than it has, and then every report queues behind the others
+(a p99 of seconds, reports dropped). Doorman's server tells each client its refresh interval; Pulsar's brokers
+publish usage at a fixed interval. Here the answer to each report already says the interval to report at
+(``reportIntervalSeconds``), and participants follow it: so the control plane stretches it when it must.
+
+The rule
+--------
+``ReportPace`` measures, over windows of ``window_s`` (5 s) with at least ``MIN_REPORTS`` answered, the CPU a
+report costs: the process's CPU in the window, less what answering grant asks took (those are paced by the grants'
+own rules, ``controlplane.ask_pace``), divided by the reports answered. All the rest of the process's CPU (the
+heap's sweeps, the metrics, other reads) is counted against the reports: the estimate errs long. The interval the
+reports need is then
+
+    needed_s = participants x cpu_per_report_s / cpu_share
+
+the time in which every participant's report fits into ``cpu_share`` of a core -- or, where that is longer, the
+interval told now times the share of the core the reports took in the window, over ``cpu_share`` (a core the
+reports fill answers fewer of them than are due). ``participants`` is the more of those live and those that
+reported in the window: participants whose reports wait in a full core's queue for 2 intervals expire, and the
+live ones alone read low (3 s for 1,000 participants of a hundred limits, where 5 s was needed). The interval told
+is
+``needed_s`` rounded up to a whole number of ``floor_s`` (the configured interval), within ``floor_s..most_s``:
+steps, so that participants are not told a new interval at every window (each logs the change). It stretches at
+once; it shrinks only when the shorter step would still leave a fifth of the share free (``needed_s x 1.25`` fits
+in it), so that a load near a step's edge does not flip between two intervals.
+
+A worked example: the configured interval 1 s, ``cpu_share`` 0.6, 3,000 participants of one limit, 0.38 ms a
+report: needed_s = 3,000 x 0.00038 / 0.6 = 1.9 s, told 2 s (reports take 57 % of the core). Half of them leave:
+needed_s = 0.95 s, x 1.25 = 1.19 s, which does not fit in 1 s: still 2 s. When 1,000 are left: 0.63 s, x 1.25 =
+0.79 s: told 1 s again.
+
+Consistency: the interval only ever changes at a window's end; a participant follows it from the answer to its
+next report. Expiry and the history (``controlplane.state``) reckon with the longest interval any participant may
+still be following (``LiveState.tell``). A participant's retries when the control plane is down do not lengthen
+with it (``collectors.reporter``): a restarted control plane re-learns in the configured interval's time.
+
+Not thread-safe; the reports are answered on the event loop, one at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+
+from limiter.checks import is_number
+
+__all__ = ["ReportPace", "MIN_REPORTS", "SHRINK_HEADROOM"]
+
+log = logging.getLogger("controlplane")
+
+MIN_REPORTS = 20        # reports a window must have answered for its CPU a report to count
+SHRINK_HEADROOM = 1.25  # a shorter interval is told only when needed_s x this fits in it
+
+
+class ReportPace:
+    """The report interval to tell participants (see the module essay). ``cpu_clock``: the process's CPU seconds;
+    ``clock``: monotonic seconds."""
+
+    def __init__(self, floor_s: float, most_s: float, cpu_share: float, *, window_s: float = 5.0,
+                 cpu_clock: Callable[[], float] = time.process_time,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not (is_number(floor_s) and floor_s > 0):
+            raise ValueError(f"floor_s must be a number of seconds > 0, got {floor_s!r}")
+        if not (is_number(most_s) and most_s >= floor_s):
+            raise ValueError(f"most_s must be a number of seconds >= floor_s ({floor_s:g}), got {most_s!r}")
+        if not (is_number(cpu_share) and 0 < cpu_share <= 1):
+            raise ValueError(f"cpu_share must be a fraction of a core > 0 and <= 1, got {cpu_share!r}")
+        if not (is_number(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be a number of seconds > 0, got {window_s!r}")
+        self.floor_s, self.most_s, self.cpu_share, self.window_s = floor_s, most_s, cpu_share, window_s
+        self._cpu_clock, self._clock = cpu_clock, clock
+        self.told_s = floor_s
+        self.cpu_per_report_s: float | None = None   # the last window's measure
+        self._window_at, self._cpu_at = clock(), cpu_clock()
+        self._reports = 0
+        self._excluded_s = 0.0
+        self._seen: set[str] = set()   # the participants that reported in the window
+
+    def exclude(self, cpu_s: float) -> None:
+        """CPU spent on something paced by its own rules (a grant answer): not counted against the reports."""
+        self._excluded_s += cpu_s
+
+    def interval_s(self, participant_id: str, live: int) -> float:
+        """Called once a report of ``participant_id`` answered, ``live`` participants live: the interval its
+        answer tells."""
+        self._reports += 1
+        if self.most_s == self.floor_s:   # (not stretched: nothing to measure)
+            return self.told_s
+        self._seen.add(participant_id)
+        now = self._clock()
+        if now - self._window_at < self.window_s:
+            return self.told_s
+        cpu = self._cpu_clock()
+        if self._reports >= MIN_REPORTS:
+            spent_s = max(0.0, cpu - self._cpu_at - self._excluded_s)
+            self.cpu_per_report_s = spent_s / self._reports
+            # (the second: what the reports took of the core at the interval told, for a core they fill)
+            participants = max(live, len(self._seen))
+            told = self.step_s(max(participants * self.cpu_per_report_s,
+                                   self.told_s * spent_s / (now - self._window_at)) / self.cpu_share)
+            if told != self.told_s:
+                (log.warning if told > self.told_s else log.info)(
+                    "reports of %d participants take %.2f ms of CPU each (%.0f %% of a core in the last %.0f s; "
+                    "their share: %.0f %%): participants are told to report every %g s (was %g s)", participants,
+                    1000 * self.cpu_per_report_s, 100 * spent_s / (now - self._window_at), now - self._window_at,
+                    100 * self.cpu_share, told, self.told_s)
+                self.told_s = told
+        self._window_at, self._cpu_at, self._reports, self._excluded_s = now, cpu, 0, 0.0
+        self._seen = set()
+        return self.told_s
+
+    def step_s(self, needed_s: float) -> float:
+        """The interval to tell for ``needed_s``, from the one told now (stretch at once, shrink with headroom)."""
+        def up(seconds: float) -> float:
+            return min(self.most_s, self.floor_s * max(1, math.ceil(seconds / self.floor_s - 1e-9)))
+        longer = up(needed_s)
+        return longer if longer >= self.told_s else min(self.told_s, up(needed_s * SHRINK_HEADROOM))

@@ -1,0 +1,187 @@
+"""The report pace: the interval told to participants stretches when their reports would take more than their share
+of the control plane's core, in whole steps of the configured interval, and comes back with headroom; and what the
+live state and its history make of participants that follow a stretched interval."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from controlplane.report_pace import MIN_REPORTS, ReportPace
+from controlplane.state import LiveState
+from protocol import Report
+
+from .conftest import PARTICIPANT
+from .conftest import report as conftest_report
+
+pytestmark = pytest.mark.unit
+
+
+class Clocks:
+    """The wall clock and the process's CPU clock, both moved by hand."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+        self.cpu_s = 0.0
+
+    def pace(self, floor_s: float = 1.0, most_s: float = 10.0, cpu_share: float = 0.6) -> ReportPace:
+        return ReportPace(floor_s, most_s, cpu_share, window_s=5.0, cpu_clock=lambda: self.cpu_s,
+                          clock=lambda: self.now_s)
+
+
+def window(clocks: Clocks, pace: ReportPace, participants: int, cpu_per_report_s: float, reports: int = 100,
+           grants_cpu_s: float = 0.0, live: int | None = None) -> float:
+    """One window of ``reports`` reports of ``participants`` costing ``cpu_per_report_s`` each (and grant answers
+    costing ``grants_cpu_s`` in all), ``live`` of them live (default: all); the interval the last report's answer
+    tells."""
+    told = pace.told_s
+    for i in range(reports):
+        clocks.cpu_s += cpu_per_report_s
+        if i == reports // 2 and grants_cpu_s:
+            clocks.cpu_s += grants_cpu_s
+            pace.exclude(grants_cpu_s)
+        if i == reports - 1:
+            clocks.now_s += 5.0
+        told = pace.interval_s(f"p{i % participants}", participants if live is None else live)
+    return told
+
+
+def test_few_participants_are_told_the_configured_interval() -> None:
+    clocks = Clocks()
+    pace = clocks.pace()
+    assert window(clocks, pace, 100, 0.0004) == 1.0   # 100 x 0.4 ms: 4 % of a core
+    assert pace.cpu_per_report_s == pytest.approx(0.0004)
+
+
+def test_the_worked_example_stretches_to_whole_steps_and_comes_back_with_headroom() -> None:
+    clocks = Clocks()
+    pace = clocks.pace()
+    assert window(clocks, pace, 3000, 0.00038) == 2.0    # needed 1.9 s
+    assert window(clocks, pace, 1500, 0.00038) == 2.0    # needed 0.95 s: x 1.25 = 1.19 s does not fit in 1 s
+    assert window(clocks, pace, 1000, 0.00038) == 1.0    # 0.63 s x 1.25 = 0.79 s: fits
+    assert window(clocks, pace, 1000, 0.0019) == 4.0     # a hundred limits each: 3.2 s
+    assert window(clocks, pace, 1000, 0.0016) == 4.0     # 2.7 s x 1.25 = 3.3 s: 3 s would be too close
+    assert window(clocks, pace, 1000, 0.0012) == 3.0     # 2.0 s x 1.25 = 2.5 s: fits in 3 s
+
+
+def test_a_core_the_reports_fill_stretches_the_interval_though_participants_expired_while_they_waited() -> None:
+    clocks = Clocks()
+    pace = clocks.pace()
+    # 1,000 participants of a hundred limits, 2 ms a report: 300 are live (the others' reports waited in the queue
+    # past 2 intervals) -- whose 0.6 s would need no stretch -- but 1,000 reported in the window: 3.3 s
+    assert window(clocks, pace, 1000, 0.002, reports=1000, live=300) == 4.0
+    # 200 of them reported in a window the reports filled: 1 s x 100 % / 60 % = 1.7 s, then 2 s x 100 % / 60 %
+    pace = clocks.pace()
+    assert window(clocks, pace, 200, 0.002, reports=2500, live=100) == 2.0
+    assert window(clocks, pace, 200, 0.002, reports=2500, live=100) == 4.0
+
+
+def test_it_never_goes_past_the_longest_interval_and_is_never_stretched_when_that_is_the_configured_one() -> None:
+    clocks = Clocks()
+    assert window(clocks, clocks.pace(most_s=4.0), 100, 0.077) == 4.0   # needed 12.8 s
+    fixed = clocks.pace(most_s=1.0)
+    assert window(clocks, fixed, 3000, 0.001) == 1.0 and fixed.cpu_per_report_s is None
+
+
+def test_grant_answers_cpu_is_not_counted_against_the_reports() -> None:
+    clocks = Clocks()
+    pace = clocks.pace()
+    # 500 participants, 0.5 ms a report (0.42 s needed), and grant answers that took 3 s of the window
+    assert window(clocks, pace, 500, 0.0005, grants_cpu_s=3.0) == 1.0
+    assert pace.cpu_per_report_s == pytest.approx(0.0005)
+
+
+def test_a_window_of_too_few_reports_or_too_short_changes_nothing() -> None:
+    clocks = Clocks()
+    pace = clocks.pace()
+    assert window(clocks, pace, 3000, 0.1, reports=MIN_REPORTS - 1) == 1.0 and pace.cpu_per_report_s is None
+    for _ in range(200):                       # a busy window still under way
+        clocks.cpu_s += 0.1
+        assert pace.interval_s("p", 3000) == 1.0
+    clocks.now_s += 5.0
+    assert pace.interval_s("p", 3000) == 10.0  # it ended
+
+
+@pytest.mark.parametrize("args,message", [
+    ((0.0, 10.0, 0.6), "floor_s must be a number of seconds > 0, got 0.0"),
+    ((2.0, 1.0, 0.6), "most_s must be a number of seconds >= floor_s (2), got 1.0"),
+    ((1.0, 10.0, 0.0), "cpu_share must be a fraction of a core > 0 and <= 1, got 0.0"),
+    ((1.0, 10.0, 1.5), "cpu_share must be a fraction of a core > 0 and <= 1, got 1.5"),
+    ((1.0, float("nan"), 0.6), "most_s must be a number of seconds >= floor_s (1), got nan"),
+])
+def test_bad_arguments_say_what_is_allowed(args: tuple[float, float, float], message: str) -> None:
+    with pytest.raises(ValueError) as e:
+        ReportPace(*args)
+    assert str(e.value) == message
+
+
+# ---------------------------------------------------------------- the live state under a stretched interval
+
+
+def report(pid: str, seq: int, sent_at: float, admitted: float, interval_s: float = 4.0) -> Report:
+    return Report.model_validate({
+        "participant": {"participant_id": pid, "application_id": "app", "executor_id": pid, "host": "h", "pid": 1},
+        "seq": seq, "sent_at": sent_at, "interval_s": interval_s,
+        "counters": [{"level": "topic", "name": "acme/web/t", "kind": "publish", "admitted_msgs_total": admitted}]})
+
+
+def test_participants_told_a_longer_interval_expire_after_two_of_it_and_so_until_the_last_of_them_reported() -> None:
+    now = [1000.0]
+    live = LiveState(1.0, clock=lambda: now[0])
+    live.tell(4.0)
+    assert live.ingest(report("a", 1, now[0], 0))[0]
+    now[0] += 7.5                            # silent for 7.5 s: less than 2 of its 4-s intervals
+    assert live.participants == 1 and live.snapshot().peers
+    assert live.ingest(report("a", 2, now[0] - 6.0, 0))[0]   # sent 6 s ago: within 2 intervals too
+    live.tell(1.0)                           # "a" was told 4 s just now: it may be silent for 8 s still
+    now[0] += 7.9
+    assert [pid for pid, _ in live.snapshot().peers] == ["a"] and live.reach_s == 4.0
+    now[0] += 0.2                            # 8 s after the change: it did not report within 2 of its 4-s ones
+    assert live.snapshot().peers == [] and live.reach_s == 1.0 and live.stale_s == 2.0
+
+
+def test_the_history_counts_every_participant_in_every_slot_it_spans_when_they_report_every_four_slots() -> None:
+    """Four participants admitting 50 msgs/s each, reporting every 4 s at four different phases, slots of 1 s:
+    every slot shown reads 200 msgs/s of four participants (the newest three wait for the reports that will fill
+    them). Slots closed one past a one-slot gap, as for reports every slot, would read 100: two of the four."""
+    now = [1000.0]
+    live = LiveState(1.0, clock=lambda: now[0])
+    live.tell(4.0)
+    seqs = dict.fromkeys("abcd", 0)
+    for tick in range(40):                    # one of them a second, each every 4 s
+        pid = "abcd"[tick % 4]
+        seqs[pid] += 1
+        now[0] = 1000.0 + tick + 0.5
+        assert live.ingest(report(pid, seqs[pid], now[0], 50.0 * (now[0] - 1000.0)))[0]
+    points = live.history(seconds=30.0)["series"][0]["points"]
+    assert points[-1]["t"] == 1036.0          # 1037, 1038, 1039: not everyone has reported for them yet
+    assert [p["t"] for p in points] == [float(t) for t in range(1009, 1037)]    # (the last 30 s)
+    assert all(p["admittedMsgsPerSecond"] == pytest.approx(200.0) and p["participants"] == 4 for p in points)
+
+
+# ---------------------------------------------------------------- a real control plane, loaded
+
+
+@pytest.mark.integration
+@pytest.mark.parallel
+def test_a_control_plane_whose_reports_take_more_than_their_share_tells_its_participants_to_report_less_often(
+        start_cp: Any) -> None:
+    """A real control plane allowed 5 % of a core for reports every 0.1 s, at most 0.5 s: 60 participants' reports
+    (a third of a millisecond of its CPU each at least: 0.4 s of interval needed, more in fact) are told the
+    longest interval after its first 5-s window, and its health and participants views say so."""
+    cp = start_cp(args=["--report-interval", "0.1", "--report-interval-max", "0.5", "--report-cpu-share", "0.05"])
+    part = cp.client(PARTICIPANT)
+    assert cp.client().get("/healthz").json()["reportIntervalSeconds"] == 0.1
+    told, seq, started = 0.1, 0, time.monotonic()
+    while told == 0.1 and time.monotonic() - started < 30:   # (sending reports: the load the window measures)
+        seq += 1
+        for i in range(60):
+            answer = part.post("/v1/report", json=conftest_report(f"p{i}", seq=seq))
+            assert answer.status_code == 200 and answer.json()["accepted"], answer.text
+            told = answer.json()["reportIntervalSeconds"]
+    assert told == 0.5   # (more is needed: it never tells more than the longest)
+    assert cp.client().get("/healthz").json()["reportIntervalSeconds"] == told
+    state = cp.client().get("/v1/state/participants").json()
+    assert state["reportIntervalSeconds"] == told and len(state["participants"]) == 60
