@@ -11,15 +11,16 @@ A participant whose report came late (none in a slot, the next one spanning both
 slot it spans: summing only the participants that reported in a slot read a skipped slot one participant short, and
 the rate over both slots counted once (two participants at 50 msgs/s each read about 93 on average, 80 at times). In
 the slot it skipped, its tokens are those of its report before the gap (the level known then). Slots are as long as
-the configured interval; participants told a longer one (``controlplane.report_pace``) skip ``reach_slots - 1`` slots
-between reports, and one that is silent for 2 of its intervals expires, so a gap is at most ``reach_slots``: the last
-``reach_slots + 1`` slots keep their per-participant values (a late report, and another in the same slot refining its
-rate, overwrite the participant's value in the slots before), older ones keep their sums only. The newest
-``reach_slots - 1`` slots are not shown: participants have yet to report for them. A slot's first report is measured from the participant's last report of an
-earlier slot, or, where that one came less than ``MIN_BASE_FRACTION`` of an interval before it (an extra report just
-before the slot's edge), from the report that slot was measured from: a rate over a few milliseconds is one send's
-burst (50 ms holding one send of 25 reads 500 msgs/s). A slot nobody reported in has no point; the next point covers
-its time (``dashboard.rates`` weighs each point by the time since the one before).
+the configured interval; participants told a longer one (``controlplane.report_pace``) skip ``reach_slots - 1``
+slots between reports, and one that is silent for 2 of its intervals expires, so a gap is at most ``reach_slots``:
+the last ``reach_slots + 1`` slots keep their per-participant values (a late report, and another in the same slot
+refining its rate, overwrite the participant's value in the slots before), older ones keep their sums only. The
+newest ``reach_slots - 1`` slots are not shown: participants have yet to report for them. A slot's first report is
+measured from the participant's last report of an earlier slot, or, where that one came less than
+``MIN_BASE_FRACTION`` of an interval before it (an extra report just before the slot's edge), from the report that
+slot was measured from: a rate over a few milliseconds is one send's burst (50 ms holding one send of 25 reads 500
+msgs/s). A slot nobody reported in has no point; the next point covers its time (``dashboard.rates`` weighs each
+point by the time since the one before).
 
 Not thread-safe: ``controlplane.state.LiveState`` owns one and calls it under its lock.
 """

@@ -33,10 +33,15 @@ steps, so that participants are not told a new interval at every window (each lo
 once; it shrinks only when the shorter step would still leave a fifth of the share free (``needed_s x 1.25`` fits
 in it), so that a load near a step's edge does not flip between two intervals.
 
-A worked example: the configured interval 1 s, ``cpu_share`` 0.6, 3,000 participants of one limit, 0.38 ms a
-report: needed_s = 3,000 x 0.00038 / 0.6 = 1.9 s, told 2 s (reports take 57 % of the core). Half of them leave:
-needed_s = 0.95 s, x 1.25 = 1.19 s, which does not fit in 1 s: still 2 s. When 1,000 are left: 0.63 s, x 1.25 =
-0.79 s: told 1 s again.
+A worked example: the configured interval 1 s, ``cpu_share`` 0.8 (the default), 3,000 participants of one limit,
+0.38 ms a report: needed_s = 3,000 x 0.00038 / 0.8 = 1.43 s, told 2 s (reports take 57 % of the core). 600 of them
+leave: needed_s = 1.14 s, x 1.25 = 1.43 s, which does not fit in 1 s: still 2 s. When 1,500 are left: 0.71 s,
+x 1.25 = 0.89 s: told 1 s again.
+
+Why not stretch sooner: stretched, a report costs more (the history fills in the slots it skipped, and what the
+control plane does every second is shared by fewer reports: 30 participants of 1,000 limits, 19 ms a report at 1 s,
+26 ms at 2 s), and a report's latency is mostly its own CPU while the core is not near full: at a share of 0.6 that
+cell, 57 % of a core at 1 s, was told 2 s and its p99 went from 35 to 59-80 ms.
 
 Consistency: the interval only ever changes at a window's end; a participant follows it from the answer to its
 next report. Expiry and the history (``controlplane.state``) reckon with the longest interval any participant may

@@ -324,7 +324,9 @@ class ReportResponse(LenientModel):
     usage: dict[str, dict[str, UsageValues]] = Field(
         default_factory=dict,
         description="limit_key(level, direction, name) -> participant_id -> usage, for each shared limit reported")
-    reportIntervalSeconds: float = Field(description="The interval participants should report at")
+    reportIntervalSeconds: float = Field(description="The interval participants should report at: the configured "
+                                                     "one, or longer while reports would take more than their "
+                                                     "share of the control plane's CPU")
     accepted: bool = Field(True, description="False when the report was ignored (stale or out of sequence)")
     reason: str | None = Field(None, description="Why the report was ignored")
     usageMissing: list[str] = Field(default_factory=list, description=(

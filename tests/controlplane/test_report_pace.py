@@ -57,13 +57,13 @@ def test_few_participants_are_told_the_configured_interval() -> None:
 
 def test_the_worked_example_stretches_to_whole_steps_and_comes_back_with_headroom() -> None:
     clocks = Clocks()
-    pace = clocks.pace()
-    assert window(clocks, pace, 3000, 0.00038) == 2.0    # needed 1.9 s
-    assert window(clocks, pace, 1500, 0.00038) == 2.0    # needed 0.95 s: x 1.25 = 1.19 s does not fit in 1 s
-    assert window(clocks, pace, 1000, 0.00038) == 1.0    # 0.63 s x 1.25 = 0.79 s: fits
-    assert window(clocks, pace, 1000, 0.0019) == 4.0     # a hundred limits each: 3.2 s
-    assert window(clocks, pace, 1000, 0.0016) == 4.0     # 2.7 s x 1.25 = 3.3 s: 3 s would be too close
-    assert window(clocks, pace, 1000, 0.0012) == 3.0     # 2.0 s x 1.25 = 2.5 s: fits in 3 s
+    pace = clocks.pace(cpu_share=0.8)
+    assert window(clocks, pace, 3000, 0.00038) == 2.0    # needed 1.43 s
+    assert window(clocks, pace, 2400, 0.00038) == 2.0    # needed 1.14 s: x 1.25 = 1.43 s does not fit in 1 s
+    assert window(clocks, pace, 1500, 0.00038) == 1.0    # 0.71 s x 1.25 = 0.89 s: fits
+    assert window(clocks, pace, 1000, 0.0019) == 3.0     # a hundred limits each: 2.4 s
+    assert window(clocks, pace, 1000, 0.0016) == 3.0     # 2.0 s x 1.25 = 2.5 s: 2 s would be too close
+    assert window(clocks, pace, 1000, 0.0012) == 2.0     # 1.5 s x 1.25 = 1.9 s: fits in 2 s
 
 
 def test_a_core_the_reports_fill_stretches_the_interval_though_participants_expired_while_they_waited() -> None:
