@@ -112,8 +112,9 @@ class Settings(EnvSettings):
     # the grant asks a second this process aims at over all its shared limits (controlplane.ask_pace)
     grant_asks_per_s: between(MAX_ASKS_PER_S, MAX_GRANT_ASKS_PER_S, "a number of asks a second") = ASKS_BUDGET_PER_S
     # the reports' pace (controlplane.report_pace): stretched up to this (None: 10 s, or the interval if longer) when
-    # the reports would take more than report_cpu_share of a core (0.8: below it, a report's own CPU, not the queue,
-    # is what its latency is made of; stretched, each report costs more: the slots it skipped are filled); equal to report_interval_s: never stretched
+    # the reports would take more than report_cpu_share of a core (0.8: below it, a report's own CPU, not the
+    # queue, is what its latency is made of; stretched, each report costs more: the slots it skipped are filled);
+    # equal to report_interval_s: never stretched
     report_interval_max_s: IntervalSeconds | None = None
     report_cpu_share: between(0.05, 1.0, "a fraction of a core") = REPORT_CPU_SHARE
 

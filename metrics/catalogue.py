@@ -241,7 +241,8 @@ CATALOGUE: tuple[Metric, ...] = (
        "counting down, 0 after an accepted overdraw; permissive: -tokens / quota), longest over live participants."),
     # ---------------------------------------------------------------- participants and policies
     _m("participants", "throttlescope_participants", "gauge", "participants", (), "count", "live state",
-       "Live participants (reported within the last 2 report intervals)."),
+       "Live participants (reported within the last 2 report intervals: the longest interval told, when a "
+       "loaded control plane stretched it)."),
     _m("participants", "throttlescope_participants_departed", "counter", "participants", ("reason",),
        "control plane", "live state",
        "Participants removed, by reason: goodbye (said so) or expired (silent for 2 report intervals: lost)."),

@@ -88,7 +88,8 @@ def test_the_reports_pace_settings_reach_the_pace(tmp_path: Path) -> None:
     (["--report-interval", "2", "--report-interval-max", "1"], {},
      "--report-interval-max (THROTTLESCOPE_REPORT_INTERVAL_MAX_S) must be at least --report-interval "
      "(THROTTLESCOPE_REPORT_INTERVAL_S, 2 s), got 1 s"),
-    ([], {"THROTTLESCOPE_REPORT_INTERVAL_MAX_S": "0"}, "THROTTLESCOPE_REPORT_INTERVAL_MAX_S must be a number of seconds"),
+    ([], {"THROTTLESCOPE_REPORT_INTERVAL_MAX_S": "0"},
+     "THROTTLESCOPE_REPORT_INTERVAL_MAX_S must be a number of seconds"),
     (["--report-cpu-share", "0"], {}, "--report-cpu-share must be a fraction of a core 0.05..1, got '0'"),
 ])
 def test_out_of_range_values_name_the_setting(argv: list[str], env: dict[str, str], needle: str) -> None:
