@@ -58,7 +58,7 @@ import math
 import time
 from collections.abc import Callable
 
-from limiter.checks import is_number
+from limiter.checks import is_number, positive
 
 __all__ = ["ReportPace", "MIN_REPORTS", "SHRINK_HEADROOM"]
 
@@ -75,14 +75,12 @@ class ReportPace:
     def __init__(self, floor_s: float, most_s: float, cpu_share: float, *, window_s: float = 5.0,
                  cpu_clock: Callable[[], float] = time.process_time,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if not (is_number(floor_s) and floor_s > 0):
-            raise ValueError(f"floor_s must be a number of seconds > 0, got {floor_s!r}")
+        positive("floor_s", floor_s, unit="seconds")
+        positive("window_s", window_s, unit="seconds")
         if not (is_number(most_s) and most_s >= floor_s):
-            raise ValueError(f"most_s must be a number of seconds >= floor_s ({floor_s:g}), got {most_s!r}")
+            raise ValueError(f"most_s must be a finite number of seconds >= floor_s ({floor_s:g}), got {most_s!r}")
         if not (is_number(cpu_share) and 0 < cpu_share <= 1):
             raise ValueError(f"cpu_share must be a fraction of a core > 0 and <= 1, got {cpu_share!r}")
-        if not (is_number(window_s) and window_s > 0):
-            raise ValueError(f"window_s must be a number of seconds > 0, got {window_s!r}")
         self.floor_s, self.most_s, self.cpu_share, self.window_s = floor_s, most_s, cpu_share, window_s
         self._cpu_clock, self._clock = cpu_clock, clock
         self.told_s = floor_s
@@ -108,18 +106,19 @@ class ReportPace:
             return self.told_s
         cpu = self._cpu_clock()
         if self._reports >= MIN_REPORTS:
+            elapsed_s = now - self._window_at
             spent_s = max(0.0, cpu - self._cpu_at - self._excluded_s)
             self.cpu_per_report_s = spent_s / self._reports
             # (the second: what the reports took of the core at the interval told, for a core they fill)
             participants = max(live, len(self._seen))
             told = self.step_s(max(participants * self.cpu_per_report_s,
-                                   self.told_s * spent_s / (now - self._window_at)) / self.cpu_share)
+                                   self.told_s * spent_s / elapsed_s) / self.cpu_share)
             if told != self.told_s:
                 (log.warning if told > self.told_s else log.info)(
                     "reports of %d participants take %.2f ms of CPU each (%.0f %% of a core in the last %.0f s; "
                     "their share: %.0f %%): participants are told to report every %g s (was %g s)", participants,
-                    1000 * self.cpu_per_report_s, 100 * spent_s / (now - self._window_at), now - self._window_at,
-                    100 * self.cpu_share, told, self.told_s)
+                    1000 * self.cpu_per_report_s, 100 * spent_s / elapsed_s, elapsed_s, 100 * self.cpu_share, told,
+                    self.told_s)
                 self.told_s = told
         self._window_at, self._cpu_at, self._reports, self._excluded_s = now, cpu, 0, 0.0
         self._seen = set()

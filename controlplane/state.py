@@ -79,7 +79,6 @@ class LiveState:
         self.interval_s = interval_s   # the configured interval: the history's slots
         self.told_s = interval_s       # the interval told now (``tell``)
         self.reach_s = interval_s      # the longest interval a participant may still be following
-        self.stale_s = 2 * interval_s
         self._told_until: dict[float, float] = {}   # an interval told before -> until when one may follow it
         self._clock = clock
         self._lock = threading.Lock()
@@ -90,6 +89,11 @@ class LiveState:
         # told, under the lock, of reports replaced and participants removed (metrics.collector keeps totals)
         self.listener: Any = None
 
+    @property
+    def stale_s(self) -> float:
+        """Reports sent longer ago are ignored, participants silent for longer expire: 2 intervals."""
+        return 2 * self.reach_s
+
     # ------------------------------------------------------------ ingestion
 
     def tell(self, interval_s: float) -> None:
@@ -97,20 +101,20 @@ class LiveState:
         if interval_s == self.told_s:
             return
         with self._lock:
+            now = self._clock()
             # (one told the old interval just now reports again within it, and is then told this one; until it
             # has had 2 of them to, it may not expire)
-            self._told_until[self.told_s] = self._clock() + 2 * self.told_s
+            self._told_until[self.told_s] = now + 2 * self.told_s
             self._told_until.pop(interval_s, None)
             self.told_s = interval_s
-            self._reckon(self._clock())
+            self._reckon(now)
 
     def _reckon(self, now: float) -> None:
-        """``reach_s``, ``stale_s`` and the history's reach, from the intervals participants may still follow."""
+        """``reach_s`` and the history's reach, from the intervals participants may still follow."""
         for interval, until in list(self._told_until.items()):
             if until < now:
                 del self._told_until[interval]
         self.reach_s = max(self.told_s, *self._told_until) if self._told_until else self.told_s
-        self.stale_s = 2 * self.reach_s
         self._history.reach_slots = max(1, math.ceil(self.reach_s / self.interval_s - 1e-9))
 
     def ingest(self, report: Report) -> tuple[bool, str | None]:

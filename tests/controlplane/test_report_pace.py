@@ -105,11 +105,11 @@ def test_a_window_of_too_few_reports_or_too_short_changes_nothing() -> None:
 
 
 @pytest.mark.parametrize("args,message", [
-    ((0.0, 10.0, 0.6), "floor_s must be a number of seconds > 0, got 0.0"),
-    ((2.0, 1.0, 0.6), "most_s must be a number of seconds >= floor_s (2), got 1.0"),
+    ((0.0, 10.0, 0.6), "floor_s must be a finite number of seconds > 0, got 0.0"),
+    ((2.0, 1.0, 0.6), "most_s must be a finite number of seconds >= floor_s (2), got 1.0"),
     ((1.0, 10.0, 0.0), "cpu_share must be a fraction of a core > 0 and <= 1, got 0.0"),
     ((1.0, 10.0, 1.5), "cpu_share must be a fraction of a core > 0 and <= 1, got 1.5"),
-    ((1.0, float("nan"), 0.6), "most_s must be a number of seconds >= floor_s (1), got nan"),
+    ((1.0, float("nan"), 0.6), "most_s must be a finite number of seconds >= floor_s (1), got nan"),
 ])
 def test_bad_arguments_say_what_is_allowed(args: tuple[float, float, float], message: str) -> None:
     with pytest.raises(ValueError) as e:
