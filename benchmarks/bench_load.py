@@ -481,6 +481,16 @@ def _asks_of(asks: Load, granted: list[list[tuple[float, float]]], duration_s: f
             "used_mean": sum(used) / len(used) if used else math.nan, "used_min": min(used, default=math.nan)}
 
 
+def reports_due_floor(m: dict[str, Any]) -> float:
+    """The fewest reports answered and accepted in the window that still say none was lost. At a report a second
+    the window holds a whole number of each participant's (0.999 of them); at a told interval ``T`` of a window
+    ``W`` it holds ``W / T`` on average and a participant's spare fraction of one is a coin its phase throws (the
+    reporter spreads its phase after a change): 3 standard deviations of that binomial (1,000 participants told
+    6 s, 8 s: 1,333 due, 45 fewer by chance alone)."""
+    spare = (m["duration_s"] / m["told_s"]) % 1.0
+    return min(0.999 * m["expected"], m["expected"] - 3 * math.sqrt(m["participants"] * spare * (1 - spare)))
+
+
 def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
     asking = m.get("asking", False)
     what = f"{m['participants']:,} participants x {m['duration_s']:g} s" + (
@@ -517,8 +527,9 @@ def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
         row(SECTION, f"{what}: report latency p99", p99, "ms", f"< {GOAL_P99_MS:g} ms",
             bool(p99 < GOAL_P99_MS), note=f"max {m['max_ms']:.1f} ms; server-side handling mean "
                                           f"{m['server_mean_ms']:.2f} ms"),
-        row(SECTION, f"{what}: reports answered and accepted", ok_share, "of due", ">= 0.999",
-            bool(ok_share >= 0.999), note=f"{m['ok']:,} of {m['expected']:,.0f} due; errors: {errors}"),
+        row(SECTION, f"{what}: reports answered and accepted", ok_share, "of due",
+            f">= {reports_due_floor(m) / m['expected']:.3f}" if m["expected"] else ">= 0.999",
+            bool(m["ok"] >= reports_due_floor(m)), note=f"{m['ok']:,} of {m['expected']:,.0f} due; errors: {errors}"),
         row(SECTION, f"{what}: reports answered per second", handled, "reports/s",
             note=f"{m['participants'] / 1.0:,.0f}/s offered; each participant waits for its answer before the next"),
         row(SECTION, f"{what}: control plane CPU", m["cp_cpu_pct"], "% of 1 core",

@@ -38,6 +38,18 @@ s) after the last one or the start. The full collection pauses the process about
 at 1,000 participants of 10 limits), so those pauses come at most once a minute, and only while the heap grows --
 participants joining, the history of the last 15 minutes filling, a flood of refusals -- not at steady state.
 
+That pause grows with the heap, and a heap that grows because it holds more (participants of many limits, each
+limiter's history filling) is collected as often as one that grows with garbage: 1,000 participants of 100 limits
+hold 2.1 million objects (10 million blocks), whose full collection 63 s after the start paused every report 2.45 s
+and found 419 objects (the curve cell read a p99 of 2,393 ms). So the interval between full collections is also at
+least the pause it expects over ``pause_share`` (0.005): ``blocks x seconds_per_block / pause_share``, where
+``seconds_per_block`` is what the last full collection took a block (``FULL_S_PER_BLOCK``, 0.25 us, before the
+first). Full collections then take at most half a percent of the time, so fewer than one report in a hundred waits
+on one and the p99 does not see them. With 0.25 us a block: every 60 s up to 1.2 million blocks, every 85 s at the
+1.7 million of 1,000 participants of 10 limits, every 8 minutes at 10 million. What it gives up: cycles frozen
+during a flood of refusals wait that much longer at a large heap. With the rule, that cell (told 6 s, measured 82-90
+s after the start) read a p99 of 27 ms, no full collection run.
+
 Measured on ``benchmarks/bench_scale.py``'s curve cell of 1,000 participants of 10 limits, one report a second
 each, 20 s: a p99 of 4.7-6.3 ms and 0.58-0.59 ms of CPU a report (before: a p99 of 143-430 ms, a young collection
 of 215-240 ms every 6 s or so, 0.61-0.65 ms). Over 240 s of it: one full collection, 0.43 s, 60 s after the start
@@ -58,25 +70,34 @@ from collections.abc import Callable
 
 from limiter.checks import is_number, positive
 
-__all__ = ["HeapFreezer", "YOUNG_THRESHOLD"]
+__all__ = ["HeapFreezer", "YOUNG_THRESHOLD", "FULL_S_PER_BLOCK"]
 
 YOUNG_THRESHOLD = 50_000   # net objects the young generation may gain within one tick before it is collected
+FULL_S_PER_BLOCK = 0.25e-6   # a full collection's pause an allocated block, until one is measured (10 M: 2.45 s)
 
 
 class HeapFreezer:
     """Freezes the heap every ``freeze_every_s`` on a daemon thread, and collects it whole when it grew ``growth``
-    times, at most once every ``min_interval_s`` (see the module essay). ``tick`` is the whole rule, callable
-    without the thread; ``clock`` gives monotonic seconds."""
+    times, at most once every ``min_interval_s`` and so rarely that its pauses take at most ``pause_share`` of the
+    time (see the module essay). ``tick`` is the whole rule, callable without the thread; ``clock`` gives monotonic
+    seconds (a pause is measured on ``time.perf_counter``)."""
 
     def __init__(self, freeze_every_s: float = 0.1, sweep_every_s: float = 1.0, growth: float = 2.0,
-                 min_interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 min_interval_s: float = 60.0, pause_share: float = 0.005,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         for name, value in (("freeze_every_s", freeze_every_s), ("sweep_every_s", sweep_every_s),
                             ("min_interval_s", min_interval_s)):
             positive(name, value, unit="seconds")
         if not (is_number(growth) and growth > 1):
             raise ValueError(f"growth must be a finite number > 1 (times the heap after the last full collection), "
                              f"got {growth!r}")
+        if not (is_number(pause_share) and 0 < pause_share <= 1):
+            raise ValueError(f"pause_share must be a finite number > 0 and <= 1 (of the time full collections may "
+                             f"pause the process), got {pause_share!r}")
         self.freeze_every_s, self.growth, self.min_interval_s = freeze_every_s, growth, min_interval_s
+        self.pause_share = pause_share
+        self.seconds_per_block = FULL_S_PER_BLOCK   # the last full collection's pause a block
+        self.last_pause_s = 0.0
         self.clock = clock
         self._ticks_a_sweep = max(1, round(sweep_every_s / freeze_every_s))
         self._ticks = 0
@@ -114,7 +135,7 @@ class HeapFreezer:
     def tick(self) -> bool:
         """Sweeps the young generation every ``sweep_every_s`` (every tick while sweeps find cycles), freezes what
         was allocated since the last tick, then collects everything if the heap grew ``growth`` times and the last
-        full collection is ``min_interval_s`` old. True when it collected everything."""
+        full collection is ``full_interval_s`` old. True when it collected everything."""
         self._ticks += 1
         if self.sweeping or self._ticks % self._ticks_a_sweep == 0:
             found = gc.collect(0)   # cycles that died since the last tick (a refused request's traceback)
@@ -123,14 +144,23 @@ class HeapFreezer:
         now = self.clock()
         if now - self.full_at_s < self.min_interval_s:
             return False
-        if sys.getallocatedblocks() < self.growth * self.blocks_after_full:   # (read once the interval passed)
+        blocks = sys.getallocatedblocks()   # (read once the least interval passed)
+        if blocks < self.growth * self.blocks_after_full or now - self.full_at_s < self.full_interval_s(blocks):
             return False
         gc.unfreeze()
+        started = time.perf_counter()
         gc.collect()
+        self.last_pause_s = time.perf_counter() - started
         gc.freeze()
+        self.seconds_per_block = self.last_pause_s / blocks
         self.blocks_after_full, self.full_at_s = sys.getallocatedblocks(), now
         self.full_collections += 1
         return True
+
+    def full_interval_s(self, blocks: int) -> float:
+        """The least time between full collections at a heap of ``blocks``: ``min_interval_s``, or the pause one
+        would take there (at the last one's pause a block) over ``pause_share``, whichever is longer."""
+        return max(self.min_interval_s, blocks * self.seconds_per_block / self.pause_share)
 
     def _run(self) -> None:
         while not self._stop.wait(self.freeze_every_s):

@@ -110,6 +110,33 @@ def test_a_cycle_frozen_before_it_died_waits_for_the_full_collection_which_waits
     assert out["after_interval"] is True and out["full_collections"] == 2
 
 
+def test_a_heap_whose_full_collection_would_pause_long_is_collected_so_rarely_that_pauses_take_half_a_percent():
+    out = run("""
+        dead = cycle()
+        freezer.tick()                                     # frozen before it died: only a full collection frees it
+        grown = [[i] for i in range(3 * freezer.blocks_after_full)]
+        freezer.seconds_per_block = 1e-4                   # as if the last full collection had taken 0.1 ms a block
+        blocks = sys.getallocatedblocks()
+        out["interval_s"] = freezer.full_interval_s(blocks)
+        out["expected_s"] = blocks * 1e-4 / 0.005
+        now[0] = 61.0
+        out["after_60_s"] = freezer.tick()                 # grown, past min_interval_s, but the pause would be long
+        now[0] = out["interval_s"] - 1
+        out["just_before"] = freezer.tick()
+        now[0] = out["interval_s"] + 1
+        out["after"] = freezer.tick()
+        out["freed"] = dead() is None
+        out["measured"] = [freezer.last_pause_s, freezer.seconds_per_block]
+        out["small_heap_s"] = freezer.full_interval_s(1000)
+    """)
+    assert out["interval_s"] == pytest.approx(out["expected_s"]) and out["interval_s"] > 60 * 10
+    assert out["after_60_s"] is False and out["just_before"] is False
+    assert out["after"] is True and out["freed"] is True
+    pause_s, per_block_s = out["measured"]
+    assert 0 < pause_s < 10 and 0 < per_block_s < 1e-4      # what this collection took a block, read from now on
+    assert out["small_heap_s"] == 60.0                      # a small heap: min_interval_s as before
+
+
 def test_the_thread_is_a_daemon_that_stops_and_leaves_the_collector_as_it_found_it():
     out = run("""
         freezer.stop()                                    # (the prelude's)
@@ -132,6 +159,9 @@ def test_the_thread_is_a_daemon_that_stops_and_leaves_the_collector_as_it_found_
     ({"growth": 1}, "growth must be a finite number > 1"),
     ({"growth": "2"}, "growth must be a finite number > 1"),
     ({"growth": float("inf")}, "growth must be a finite number > 1"),
+    ({"pause_share": 0}, "pause_share must be a finite number > 0 and <= 1"),
+    ({"pause_share": 1.5}, "pause_share must be a finite number > 0 and <= 1"),
+    ({"pause_share": float("nan")}, "pause_share must be a finite number > 0 and <= 1"),
 ])
 def test_bad_settings_say_what_is_allowed(kwargs, message):
     with pytest.raises(ValueError, match=message):
