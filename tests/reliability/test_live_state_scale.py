@@ -88,3 +88,34 @@ def test_past_history_slots_keep_sums_only_and_show_the_same() -> None:
     # each participant admitted 10 * (i + 1) more per 1 s slot: the slot's rate is the sum over participants
     assert [p["admittedMsgsPerSecond"] for p in points[1:]] == [pytest.approx(10 * 5050)] * 3
     assert points[0]["admittedMsgsPerSecond"] is None       # no earlier report: no rate yet
+
+
+def test_slots_past_reach_are_closed_an_eighth_a_report_not_all_in_the_first_report_of_a_new_slot() -> None:
+    clock = FakeClock(3_000_000.0)
+    live = LiveState(1.0, clock)
+    limiters = 64
+    counters = [{"level": "topic", "name": f"t/n/x{k}", "kind": "publish", "admitted_msgs_total": 0}
+                for k in range(limiters)]
+    history = live._history
+
+    def open_past_reach() -> int:   # slots older than the last two that still hold per-participant values
+        return sum(s.sums is None for series in history.series.values() for s in list(series)[:-2])
+
+    for slot in range(3):
+        for i in range(10):
+            for c in counters:
+                c["admitted_msgs_total"] = 10 * (slot + 1)
+            assert live.ingest(make(clock, f"p{i}", slot + 1, counters=counters))[0]
+            if slot == 2:
+                # the slot's first report queued the 64 slots of the first second and closed 8 of them; each
+                # later one closes an eighth of what waits (at least one)
+                waiting = [56, 49, 42, 36, 31, 27, 23, 20, 17, 14]
+                assert open_past_reach() == waiting[i]
+        clock.t += 1.0
+    points = live.history()["series"][0]["points"]
+    assert [p["participants"] for p in points] == [10, 10, 10]
+    assert [p["admittedMsgsPerSecond"] for p in points[1:]] == [pytest.approx(10 * 10)] * 2
+    for seq in range(4, 30):   # the queue drains as reports come (the next slot queued 64 more)
+        clock.t += 0.01
+        assert live.ingest(make(clock, "p0", seq, counters=counters))[0]
+    assert open_past_reach() == 0
