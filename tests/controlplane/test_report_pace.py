@@ -110,10 +110,11 @@ def test_a_window_of_too_few_reports_or_too_short_changes_nothing() -> None:
     ((1.0, 10.0, 0.0), "cpu_share must be a fraction of a core > 0 and <= 1, got 0.0"),
     ((1.0, 10.0, 1.5), "cpu_share must be a fraction of a core > 0 and <= 1, got 1.5"),
     ((1.0, float("nan"), 0.6), "most_s must be a finite number of seconds >= floor_s (1), got nan"),
+    ((1.0, 10.0, 0.6, {"p99_goal_s": 0.0}), "p99_goal_s must be a finite number of seconds > 0, got 0.0"),
 ])
-def test_bad_arguments_say_what_is_allowed(args: tuple[float, float, float], message: str) -> None:
+def test_bad_arguments_say_what_is_allowed(args: tuple[Any, ...], message: str) -> None:
     with pytest.raises(ValueError) as e:
-        ReportPace(*args)
+        ReportPace(*args[:3], **(args[3] if len(args) > 3 else {}))
     assert str(e.value) == message
 
 
@@ -185,3 +186,16 @@ def test_a_control_plane_whose_reports_take_more_than_their_share_tells_its_part
     assert cp.client().get("/healthz").json()["reportIntervalSeconds"] == told
     state = cp.client().get("/v1/state/participants").json()
     assert state["reportIntervalSeconds"] == told and len(state["participants"]) == 60
+
+
+def test_slow_reports_are_given_the_share_of_a_core_at_which_their_queue_keeps_the_p99_goal() -> None:
+    from controlplane.report_pace import waiting_share
+    assert waiting_share(0.0004, 0.1) > 0.99                        # one limit: the share setting rules
+    assert waiting_share(0.028, 0.1) == pytest.approx(1 / (1 + 4.605 * 0.028 / (2 * 0.072)), rel=1e-3)
+    assert waiting_share(0.125, 0.1) == 0.0                         # one report alone misses the goal
+    clocks = Clocks()
+    pace = clocks.pace(cpu_share=0.8)
+    # 100 participants of 1,000 limits, 28 ms a report: at 0.8 of a core, 3.5 s -> 4 s; at 0.53, 5.3 s -> 6 s
+    assert window(clocks, pace, 100, 0.028) == 6.0 and pace.share == pytest.approx(0.528, abs=1e-3)
+    slow = clocks.pace(cpu_share=0.8)
+    assert window(clocks, slow, 10, 0.125) == 10.0                  # as long as it may be
