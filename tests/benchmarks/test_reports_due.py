@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from benchmarks.bench_load import reports_due_floor
+from benchmarks.bench_load import Sample, accepted_at_told, reports_due_floor
 
 pytestmark = pytest.mark.unit
 
@@ -28,3 +30,11 @@ def test_a_told_interval_that_does_not_divide_the_window_leaves_three_standard_d
 
 def test_a_told_interval_that_divides_the_window_is_exact_again():
     assert reports_due_floor(cell(1000, 2.0)) == pytest.approx(0.999 * 4000)
+
+
+def test_reports_sent_under_a_longer_interval_count_for_the_reports_of_the_median_one():
+    # 300 participants over 8 s: 225 at the median 1 s (1,800 reports), 75 told 2 s (300): every one answered
+    samples = [Sample(0.0, 0.01, None, 1.0)] * 1800 + [Sample(0.0, 0.01, None, 2.0)] * 300
+    lost = [Sample(0.0, math.nan, "TimeoutError", 1.0)] * 10
+    assert accepted_at_told(samples, 1.0) == 2400 >= reports_due_floor(cell(300, 1.0))
+    assert accepted_at_told(samples[10:] + lost, 1.0) == 2390 < reports_due_floor(cell(300, 1.0))
