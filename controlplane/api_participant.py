@@ -61,7 +61,15 @@ def answer_report(ctx: Context, body: Report) -> bytes:
     answer = report_response(ctx.live, ctx.policies(), interval_s, body)
     if answer.accepted and ctx.reports is not None:
         ctx.reports.put(body)
-    return answer.model_dump_json().encode()
+    if answer.policies is None:
+        return answer.model_dump_json().encode()
+    # the policy document rendered once (Context.policies_json), set in where the answer has it as null: the second
+    # field, after a number, so the first '"policies":null' is its own
+    rest = answer.model_copy(update={"policies": None}).model_dump_json().encode()
+    return rest.replace(_NO_POLICIES, b'"policies":' + ctx.policies_json(answer.policies), 1)
+
+
+_NO_POLICIES = b'"policies":null'
 
 
 def report_response(live: LiveState, policies: PolicySet, interval_s: float, body: Report) -> ReportResponse:

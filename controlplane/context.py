@@ -40,6 +40,7 @@ class Context:
     started_monotonic: float = field(default_factory=time.monotonic)
     _cache: PolicySet | None = None
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
+    _rendered: tuple[PolicySet, bytes] | None = None   # the last document answers carried, as JSON
 
     def policies(self) -> PolicySet:
         """The current policy document (rebuilt only when the version moved)."""
@@ -52,6 +53,17 @@ class Context:
             if self._cache is None or ps.version >= self._cache.version:
                 self._cache = ps
         return ps
+
+    def policies_json(self, ps: PolicySet) -> bytes:
+        """``ps`` as JSON, rendered once for all the answers that carry it: participants whose answers did not reach
+        them (timed out under load) are sent the whole document with every report, and rendering it each time took
+        half the control plane's CPU at 5,000 participants of 250 jobs' limits."""
+        rendered = self._rendered
+        if rendered is not None and rendered[0] is ps:
+            return rendered[1]
+        data = ps.model_dump_json().encode()
+        self._rendered = (ps, data)
+        return data
 
     def change(self, request: Request, kind: str, key: str, value: Any,
                check: Callable[[Reader, Any], None] | None = None) -> Change:

@@ -116,3 +116,25 @@ def test_other_requests_pass_through(ctx: Context, method: str, path: str) -> No
     body = json.dumps(report("p1")).encode()
     assert call(ParticipantFastPath(route, ctx), body, method=method, path=path)[0] == 299
     assert [(s["path"], b) for s, b in route.calls] == [(path, body)]
+
+
+def test_the_policy_document_is_rendered_once_a_version_and_the_answer_is_byte_for_byte_the_same(ctx: Context) -> None:
+    from controlplane.api_participant import report_response
+    from controlplane.principals import TENANT
+    from controlplane.store import AuditInfo
+
+    def plain(pid: str, seq: int) -> bytes:   # the answer rendered whole, as before the document was kept rendered
+        body = Report.model_validate(report(pid, seq=seq, applied=0))
+        return report_response(LiveState(1.0), ctx.policies(), ctx.pace.told_s, body).model_dump_json().encode()
+
+    first = answer_report(ctx, Report.model_validate(report("p1", seq=1, applied=0)))
+    assert first == plain("p1", 1)
+    rendered = ctx._rendered
+    assert answer_report(ctx, Report.model_validate(report("p2", seq=1, applied=0))) == plain("p2", 1)
+    assert ctx._rendered is rendered                          # the same document: not rendered again
+    ctx.store.change(TENANT, "acme", {"adminRoles": ["ana"], "allowedClusters": []}, AuditInfo("t", "PUT", "/x"))
+    moved = answer_report(ctx, Report.model_validate(report("p3", seq=1, applied=0)))
+    assert moved == plain("p3", 1) and json.loads(moved)["policies"]["version"] == 2   # a new version: rendered anew
+    assert ctx._rendered is not rendered
+    applied = answer_report(ctx, Report.model_validate(report("p4", seq=1, applied=2)))
+    assert json.loads(applied)["policies"] is None                # the participant has it: none sent
