@@ -28,6 +28,8 @@ def healthz(ctx: Ctx) -> dict[str, Any]:
     return {"status": "ok", "service": "throttlescope-controlplane", "version": package_version(),
             "schemaVersion": ctx.store.schema_version, "policyVersion": ctx.store.policy_version(),
             "reportIntervalSeconds": ctx.live.told_s,
+            # the report pace's last window (controlplane.report_pace): None until one is measured
+            "reportCpuSeconds": ctx.pace.cpu_per_report_s, "reportWaitP99Seconds": ctx.pace.wait_p99_s,
             "uptimeSeconds": time.monotonic() - ctx.started_monotonic}
 
 

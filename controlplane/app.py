@@ -5,6 +5,7 @@ Tests build one app per data directory; ``python -m controlplane`` builds one an
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -31,6 +32,7 @@ from controlplane.config import Settings, package_version
 from controlplane.context import Context
 from controlplane.grant_tables import RedisTable
 from controlplane.grants import GrantBook
+from controlplane.loop_lag import LoopLag
 from controlplane.middleware import GuardMiddleware
 from controlplane.principals import Directory
 from controlplane.report_pace import ReportPace
@@ -116,11 +118,15 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     reports = ReportStream(settings.redis_url) if settings.redis_url else None
     follower = ReportFollower(reports, live) if reports is not None else None
 
+    lag = LoopLag()   # the reports' wait for the loop, measured for their pace (controlplane.loop_lag)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if follower is not None:
             follower.start()
+        probe = asyncio.create_task(lag.run())
         yield
+        probe.cancel()
         if follower is not None:
             follower.stop()
         store.close()
@@ -128,7 +134,8 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     app = FastAPI(title="throttlescope control plane", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan)
     directory = Directory(store, tokens)
-    pace = ReportPace(settings.report_interval_s, settings.report_interval_most_s, settings.report_cpu_share)
+    pace = ReportPace(settings.report_interval_s, settings.report_interval_most_s, settings.report_cpu_share,
+                      waits=lag.take)
     app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory, grants=grants,
                             pace=pace, reports=reports)
     errors.install(app)

@@ -26,9 +26,11 @@ class Clocks:
         self.now_s = 0.0
         self.cpu_s = 0.0
 
-    def pace(self, floor_s: float = 1.0, most_s: float = 10.0, cpu_share: float = 0.6) -> ReportPace:
+    def pace(self, floor_s: float = 1.0, most_s: float = 10.0, cpu_share: float = 0.6,
+             waits: list[float] | None = None) -> ReportPace:
+        """``waits``: the loop's p99 wait of each window in turn (measured: ``controlplane.loop_lag``)."""
         return ReportPace(floor_s, most_s, cpu_share, window_s=5.0, cpu_clock=lambda: self.cpu_s,
-                          clock=lambda: self.now_s)
+                          clock=lambda: self.now_s, waits=None if waits is None else (lambda _: waits.pop(0)))
 
 
 def window(clocks: Clocks, pace: ReportPace, participants: int, cpu_per_report_s: float, reports: int = 100,
@@ -102,6 +104,34 @@ def test_a_window_of_too_few_reports_or_too_short_changes_nothing() -> None:
         assert pace.interval_s("p", 3000) == 1.0
     clocks.now_s += 5.0
     assert pace.interval_s("p", 3000) == 10.0  # it ended
+
+
+def test_a_measured_p99_over_the_goal_caps_the_share_until_the_interval_steps_and_a_low_one_lifts_it() -> None:
+    """The module essay's example: 1,000 participants of 100 limits, 4.2 ms a report, told 6 s (70 % of a core),
+    the loop's p99 wait 118 ms. The cap falls to 0.748 (still 6 s), then 0.699: 7 s; a window at 30 ms lifts it to
+    the share setting again (and 7 s stays: 5.25 s x 1.25 does not fit in 6)."""
+    clocks = Clocks()
+    waits = [0.118, 0.118, 0.03]
+    pace = clocks.pace(cpu_share=0.8, waits=waits)
+    pace.told_s = 6.0
+    told = []
+    for _ in range(2):   # the reports due in a window of 5 s at the interval told
+        told.append(window(clocks, pace, 1000, 0.0042, reports=round(1000 * 5 / pace.told_s)))
+    assert told == [6.0, 7.0] and pace.cap == pytest.approx(0.699, abs=2e-3)
+    assert pace.wait_p99_s == 0.118 and pace.share == pace.cap
+    assert window(clocks, pace, 1000, 0.0042, reports=714) == 7.0 and pace.cap == 0.8 and waits == []
+
+
+def test_a_long_wait_while_the_core_is_mostly_idle_is_not_the_reports_queue_and_caps_nothing() -> None:
+    clocks = Clocks()
+    pace = clocks.pace(cpu_share=0.8, waits=[0.5, 0.07])
+    # a sweep held the loop half a second; the reports took 20 % of the core
+    assert window(clocks, pace, 1000, 0.0042, reports=238) == 6.0 and pace.cap == 0.8
+    # a p99 between half the goal and the goal, busy: the cap neither lowered nor lifted (4.2 s / 0.5: 9 s)
+    pace.cap = 0.5
+    assert window(clocks, pace, 1000, 0.0042, reports=833) == 9.0 and pace.cap == 0.5
+    unmeasured = clocks.pace(cpu_share=0.8)
+    assert window(clocks, unmeasured, 1000, 0.0042, reports=952) == 6.0 and unmeasured.wait_p99_s is None
 
 
 @pytest.mark.parametrize("args,message", [
