@@ -24,7 +24,11 @@ How the load is made, and why this way
   only for its own answer.
 - Participant i reports at phase i/N of each second, so the load is even (N reports/s), as independent workers
   drift apart in practice. A report answered after its next one was due delays that next one (as the real
-  reporter does); the latency of every report counts, and a report without an answer within 5 s is an error.
+  reporter does); the latency of every report counts, and a report without an answer within the reporter's
+  timeout (twice the interval it follows, 0.5-5 s) is an error, after which the next report waits the reporter's
+  backoff (from the interval, doubling, jittered, at most ten intervals), as ``collectors.reporter`` does: sent
+  at the interval instead, a loaded control plane's unanswered participants never learnt a longer one and
+  flooded it (300 participants of 1,000 limits: 168 of 266 reports timed out at a full core, told 10 s).
 - Reports are realistic: participants come in jobs of ``GROUP`` (20) workers that share a resource group and a
   topic, so each report carries usage for two shared limits, bucket and counter snapshots of five limiters
   (broker, resource group, tenant, namespace, topic), and each answer carries the usage map of its job's shared
@@ -64,7 +68,8 @@ from typing import Any
 
 import httpx
 
-from collectors.client import GZIP_ABOVE_BYTES
+from collectors.client import GZIP_ABOVE_BYTES, Backoff, request_timeout_s
+from collectors.config import backoff_cap_s
 from collectors.grants import DEFAULT_CHUNK_S, SOONEST_RETRY_S
 from controlplane.ask_pace import ASKS_BUDGET_PER_S
 from controlplane.heap import HeapFreezer
@@ -209,7 +214,8 @@ class Sample:
 @dataclass
 class Load:
     samples: list[Sample] = field(default_factory=list)
-    told_changed_at: float = 0.0   # when an answer last told a participant an interval it was not following
+    unsettled_at: float = 0.0   # when an answer last told a participant an interval it was not following, or a
+                                # report failed and its participant backed off
 
     @property
     def errors(self) -> dict[str, int]:
@@ -226,13 +232,16 @@ class Until:
 
 async def _send_every(port: int, connect_at: float, first_due: float, next_in: Callable[[], float], end: Until,
                       load: Load, request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None],
-                      from_answer: bool = False, following: Callable[[], float] | None = None) -> None:
+                      from_answer: bool = False, following: Callable[[], float] | None = None,
+                      timeout_s: Callable[[], float] = lambda: ANSWER_TIMEOUT_S,
+                      failed: Callable[[bool], float | None] = lambda ok: None) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
     again after a failure), each answer's latency into ``load``; ``wrong(status, answer)`` says what is wrong with
     an answer (None: it is OK), and ``next_in()`` then how long after this send's due time (``from_answer``: after
     the answer, as the grant keeper counts a retry) the next is due. One answered late is followed by the next send
     at once, as the reporter and the keeper do, not by a burst. ``following()``: the interval a sample was sent
-    under (a report's)."""
+    under (a report's); ``timeout_s()``: how long to wait for a connection and an answer; ``failed(ok)``, told
+    whether each send was answered: when it says a number, the next send is due that long after now (a backoff)."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = first_due
@@ -240,21 +249,24 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
         await asyncio.sleep(max(0.0, due - time.monotonic()))
         under_s = following() if following is not None else math.nan
         try:
+            wait_s = timeout_s()
             if writer is None:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), ANSWER_TIMEOUT_S)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), wait_s)
             data = request()
             start = time.monotonic()
             writer.write(data)
-            status, answer = await asyncio.wait_for(_answer(reader), ANSWER_TIMEOUT_S)  # type: ignore[arg-type]
+            status, answer = await asyncio.wait_for(_answer(reader), wait_s)  # type: ignore[arg-type]
             latency = time.monotonic() - start
             load.samples.append(Sample(due, latency, wrong(status, answer), under_s))
+            backoff_s = failed(True)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
             load.samples.append(Sample(due, math.nan, type(e).__name__, under_s))
             if writer is not None:
                 writer.close()
             reader = writer = None
+            backoff_s = failed(False)
         now = time.monotonic()
-        due = max((now if from_answer else due) + next_in(), now)
+        due = now + backoff_s if backoff_s is not None else max((now if from_answer else due) + next_in(), now)
     if writer is not None:
         writer.close()
 
@@ -300,7 +312,7 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         told = _TOLD.search(answer)
         if told is not None and float(told.group(1)) != told_s:   # followed, as a participant does
             told_s, spread = float(told.group(1)), True
-            load.told_changed_at = time.monotonic()
+            load.unsettled_at = time.monotonic()
         if status != 200:
             return f"HTTP {status}"
         if b'"accepted":true' in answer:
@@ -308,7 +320,21 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         reason = _REASON.search(answer)   # (its words up to the first number: "the report was sent", "seq")
         return "not accepted" + (f" ({reason.group(1).decode().strip()})" if reason else "")
 
-    await _send_every(port, connect_at, first_due, next_in, end, load, request, wrong, following=lambda: told_s)
+    backoff = Backoff(interval_s, backoff_cap_s(interval_s), rng.random)
+
+    def failed(ok: bool) -> float | None:   # as the reporter: a failed round waits its backoff, from the interval
+        nonlocal backoff                     # told or the configured one, the shorter
+        if ok:
+            backoff.reset()
+            return None
+        load.unsettled_at = time.monotonic()
+        base_s = min(told_s, interval_s)
+        if backoff.base_s != base_s:
+            backoff = Backoff(base_s, backoff_cap_s(base_s), rng.random)
+        return backoff.next_delay_s()
+
+    await _send_every(port, connect_at, first_due, next_in, end, load, request, wrong, following=lambda: told_s,
+                      timeout_s=lambda: request_timeout_s(told_s), failed=failed)
 
 
 _POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')
@@ -372,7 +398,7 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
                     settle_s: float = 0.0) -> tuple[Load, Load, list[list[tuple[float, float]]], dict[str, float]]:
     load, asks = Load(), Load()
     granted: list[list[tuple[float, float]]] = [[] for _ in range(math.ceil(participants / GROUP))]   # per job
-    t0 = load.told_changed_at = time.monotonic()
+    t0 = load.unsettled_at = time.monotonic()
     measure_from = t0 + warmup_s
     end = Until(measure_from + duration_s + (SETTLE_MAX_S if settle_s else 0.0))
     connect_spread = max(0.5, warmup_s / 2)
@@ -385,8 +411,8 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
                                              end, asks, t0 + connect_spread * i / participants, granted[i // GROUP]))
                   for i in range(participants)]
     await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
-    # (settle_s: on until no participant was told a new interval for that long, SETTLE_MAX_S at most)
-    while settle_s and time.monotonic() - load.told_changed_at < settle_s and time.monotonic() < end.at - duration_s:
+    # (settle_s: on until no participant was told a new interval, or backed off, for that long; SETTLE_MAX_S at most)
+    while settle_s and time.monotonic() - load.unsettled_at < settle_s and time.monotonic() < end.at - duration_s:
         await asyncio.sleep(0.25)
     measure_from = time.monotonic()
     end.at = measure_from + duration_s
@@ -433,8 +459,9 @@ def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmu
     """Run the load against a fresh control plane; the raw figures (see the module essay). ``limits``: shared
     limits a participant reports; ``usage_map``: whether its reports ask for the usage map (see
     ``_report_template``); ``asking``: each participant also asks for grants at its limit's ceiling (``_asker``);
-    ``settle_s``: the warm-up goes on until no participant was told a new report interval for this long (the
-    control plane stretches it under load: ``controlplane.report_pace``), at most ``SETTLE_MAX_S`` more."""
+    ``settle_s``: the warm-up goes on until no participant was told a new report interval, or backed off after a
+    failed report, for this long (the control plane stretches it under load: ``controlplane.report_pace``), at
+    most ``SETTLE_MAX_S`` more."""
     warmup_s = warmup_s if warmup_s is not None else min(5.0, 2.0 + participants / 500)
     load_before = os.getloadavg()[0]
     with control_plane(interval_s) as cp:

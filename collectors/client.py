@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from protocol import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse
+from protocol import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse, report_timeout_s
 
 from . import grant_connection
 
@@ -69,8 +69,7 @@ def encoded(body: bytes) -> tuple[bytes, dict[str, str]]:
     return gzip.compress(body, compresslevel=1), {"Content-Type": "application/json", "Content-Encoding": "gzip"}
 
 
-def request_timeout_s(interval_s: float) -> float:
-    return min(5.0, max(0.5, 2 * interval_s))
+request_timeout_s = report_timeout_s   # (the control plane knows it too: it does not work on a report given up)
 
 
 def _reason(body: bytes, phrase: str) -> str:

@@ -78,6 +78,12 @@ class RuntimeConfig(EnvSettings):
 
     def backoff_cap_s(self, interval_s: float) -> float:
         """The longest wait between attempts while the control plane is unreachable."""
-        if self.backoff_max_s is not None:
-            return max(self.backoff_max_s, interval_s)
-        return max(interval_s, min(30.0, max(1.0, 10 * interval_s)))
+        return backoff_cap_s(interval_s, self.backoff_max_s)
+
+
+def backoff_cap_s(interval_s: float, backoff_max_s: float | None = None) -> float:
+    """The longest wait between a reporter's attempts while the control plane is unreachable: ``backoff_max_s``
+    (at least the interval) when set, else ten intervals within 1-30 s."""
+    if backoff_max_s is not None:
+        return max(backoff_max_s, interval_s)
+    return max(interval_s, min(30.0, max(1.0, 10 * interval_s)))

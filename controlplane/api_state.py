@@ -30,6 +30,7 @@ def healthz(ctx: Ctx) -> dict[str, Any]:
             "reportIntervalSeconds": ctx.live.told_s,
             # the report pace's last window (controlplane.report_pace): None until one is measured
             "reportCpuSeconds": ctx.pace.cpu_per_report_s, "reportWaitP99Seconds": ctx.pace.wait_p99_s,
+            "reportsGivenUp": ctx.given_up,
             "uptimeSeconds": time.monotonic() - ctx.started_monotonic}
 
 

@@ -137,7 +137,7 @@ def create_app(settings: Settings, tokens: Tokens, store: Store | None = None,
     pace = ReportPace(settings.report_interval_s, settings.report_interval_most_s, settings.report_cpu_share,
                       waits=lag.take)
     app.state.ctx = Context(settings=settings, store=store, live=live, directory=directory, grants=grants,
-                            pace=pace, reports=reports)
+                            pace=pace, lag=lag, reports=reports)
     errors.install(app)
     for module in (api_participant, api_groups, api_policies, api_broker, api_tenants, api_principals,
                    api_state):  # reports: matched first

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from controlplane import policyset
 from controlplane.config import Settings
 from controlplane.grants import GrantBook
+from controlplane.loop_lag import LoopLag
 from controlplane.middleware import actor_of
 from controlplane.principals import Directory
 from controlplane.report_pace import ReportPace
@@ -35,9 +36,11 @@ class Context:
     directory: Directory
     grants: GrantBook
     pace: ReportPace   # the report interval told to participants (controlplane.report_pace)
+    lag: LoopLag = field(default_factory=LoopLag)   # how far behind the loop is (controlplane.loop_lag)
     # replicas: accepted reports and goodbyes passed to the others through Redis (controlplane.shared_reports)
     reports: ReportStream | None = None
     started_monotonic: float = field(default_factory=time.monotonic)
+    given_up: int = 0   # reports not worked on: they waited longer than their senders wait (api_participant)
     _cache: PolicySet | None = None
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
     _rendered: tuple[PolicySet, bytes] | None = None   # the last document answers carried, as JSON

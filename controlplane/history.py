@@ -102,6 +102,20 @@ class History:
         self._pruned_at: int | None = None   # the slot index of the last prune
         self._closing: deque[Slot] = deque()  # slots no report reaches any more, closed a share a report
         self.reach_slots = 1   # the longest gap a participant may leave between reports, in slots (LiveState's)
+        # the grid new slots start on: from _grid_start, every _width base slots (the reach when it was laid)
+        self._grid_start = 0
+        self._width = 1
+
+    def _slot_of(self, base: int) -> int:
+        """The index (first base slot) of the slot that base slot ``base`` falls in; a reach that changed lays a new
+        grid from the slot under way."""
+        if self.reach_slots != self._width:
+            self._grid_start = self._slot_of_grid(base)
+            self._width = self.reach_slots
+        return self._slot_of_grid(base)
+
+    def _slot_of_grid(self, base: int) -> int:
+        return base if self._width == 1 else self._grid_start + (base - self._grid_start) // self._width * self._width
 
     def forget(self, pid: str) -> None:
         """The participant left: its next report (if it comes back) starts afresh."""
@@ -114,7 +128,8 @@ class History:
         # instead of replacing it with a rate over a few milliseconds, which made the history spiky.
         # The slots between the base report's and this one had no report of the participant: the same rates
         # stand for them (see the module essay).
-        index = int(now // self.interval_s)
+        base_index = int(now // self.interval_s)
+        index = self._slot_of(base_index)
         last = self._last_in_slot.get(pid)
         if last is None:  # a participant's first report: later ones in its first slot are measured from it
             self._slot_base[pid] = (index, cur, index)
@@ -123,7 +138,7 @@ class History:
             # An extra report (a task asking for fresh shares) just before the slot's edge, and this one just
             # after it: a rate over those milliseconds is a send's burst, not a rate (the demo's slots read 2.5x
             # the limit while its records read it). Measured from the report the slot before was measured from.
-            if old is not None and cur.sent_at - base_report.sent_at < MIN_BASE_FRACTION * self.interval_s:
+            if old is not None and cur.sent_at - base_report.sent_at < MIN_BASE_FRACTION * self.interval_s * self._width:
                 base_report = old[1]
             self._slot_base[pid] = (index, base_report, last[0])
         self._last_in_slot[pid] = (index, cur)
@@ -133,10 +148,10 @@ class History:
         dt = cur.sent_at - prev.sent_at if prev is not None else 0.0
         before: dict[Key, LimiterCounters] = (
             {(c.level, c.kind, c.name): c for c in prev.counters} if prev is not None and dt > 0 else {})
-        # (the tokens before a gap are read only where the report spans slots it skipped: most reports span none)
         tokens = _tokens(cur)
-        skipped = skipped_after < index - 1   # (most reports span no slot they skipped)
-        held = _tokens(prev) if prev is not None and skipped else {}
+        skipped = skipped_after < index - 1   # (most reports span no slot they skipped: none can lie between)
+        held: dict[Key, tuple[float, float]] | None = None   # the tokens before the gap, read where a slot was skipped
+        oldest_open = base_index - self.reach_slots - self._width + 1   # slots before it no late report reaches
         counters = {(c.level, c.kind, c.name): c for c in cur.counters}
         keys = dict.fromkeys(counters)   # report order: its counters' limiters, then those with tokens only
         keys.update(dict.fromkeys(tokens))
@@ -160,7 +175,7 @@ class History:
                 for s in reversed(series):   # no late report reaches back further than the longest gap
                     if s.sums is not None or s.closing:
                         break
-                    if s.index < index - self.reach_slots:
+                    if s.index < oldest_open:
                         s.closing = True
                         self._closing.append(s)
                 series.append(Slot(index))
@@ -171,11 +186,16 @@ class History:
                 slot.values[pid] = rates + tokens.get(key, _NO_TOKENS)
             if not skipped:
                 continue
+            skipped_value = None
             for s in reversed(series):   # the slots it skipped
                 if s.index <= skipped_after:
                     break
                 if s.index < index and s.sums is None:
-                    s.values[pid] = rates + held.get(key, _NO_TOKENS)
+                    if skipped_value is None:
+                        if held is None:
+                            held = _tokens(prev) if prev is not None else {}
+                        skipped_value = rates + held.get(key, _NO_TOKENS)
+                    s.values[pid] = skipped_value
         for _ in range((len(self._closing) + CLOSE_SHARE - 1) // CLOSE_SHARE):
             self._closing.popleft().close()
 
@@ -197,7 +217,8 @@ class History:
                 continue
             points = []
             for s in slots:
-                if s.index < first or s.index > last:
+                end = s.index + (self._width if s.index >= self._grid_start else 1) - 1   # its last base slot
+                if end < first or end > last:
                     continue
                 point: dict[str, Any] = {"t": s.index * self.interval_s}
                 sums, count = s.totals()

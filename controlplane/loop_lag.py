@@ -65,9 +65,11 @@ class LoopLag:
         self.period_s = period_s
         self._clock = clock
         self._lags: list[float] = []
+        self.last_s = 0.0   # the latest wake-up's lateness: how far behind the loop is now
 
     def observe(self, lag_s: float) -> None:
-        self._lags.append(max(0.0, lag_s))
+        self.last_s = max(0.0, lag_s)
+        self._lags.append(self.last_s)
 
     def take(self, window_s: float) -> float | None:
         """The p99 wait over the last ``window_s`` seconds, from the wake-ups since the last take (None: none came,

@@ -81,6 +81,7 @@ from .wire import (
     SharedUsage,
     Spend,
     UsageValues,
+    report_timeout_s,
 )
 
 __all__ = [
@@ -94,4 +95,5 @@ __all__ = [
     "BucketSnapshot", "DimensionSnapshot", "Goodbye", "Grant", "GrantAnswer", "GrantAsk", "GrantRequest",
     "LimiterCounters", "MutationQuotaSnapshot", "OffloadStats", "Outcomes", "Participant", "QueueEntry", "QueueSnapshot",
     "Report", "ReportResponse", "SharedUsage", "Spend", "UsageValues", "MAX_SPENDS", "MAX_ASKS_PER_S",
+    "report_timeout_s",
 ]

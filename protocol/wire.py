@@ -43,7 +43,7 @@ from .policies import PolicySet
 __all__ = [
     "Participant", "SharedUsage", "DimensionSnapshot", "BucketSnapshot", "QueueEntry", "QueueSnapshot",
     "LimiterCounters", "OffloadStats", "MutationQuotaSnapshot", "Report", "Goodbye", "Spend", "GrantAsk",
-    "GrantRequest", "Grant", "GrantAnswer", "UsageValues", "ReportResponse", "MAX_SPENDS",
+    "GrantRequest", "Grant", "GrantAnswer", "UsageValues", "ReportResponse", "MAX_SPENDS", "report_timeout_s",
 ]
 
 
@@ -302,6 +302,12 @@ class Report(StrictModel):
             raise ValueError(f"limit key(s) {', '.join(map(repr, both))} appear both in usage and in "
                              "usage_unchanged: send each either in full or as unchanged")
         return self
+
+
+def report_timeout_s(interval_s: float) -> float:
+    """How long a participant reporting every ``interval_s`` waits for an answer before it gives the round up (and
+    backs off): two intervals, 0.5-5 s. A control plane behind by more than that works for nobody."""
+    return min(5.0, max(0.5, 2 * interval_s))
 
 
 class Goodbye(StrictModel):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controlplane import views
-from controlplane.api_participant import ParticipantFastPath, answer_report
+from controlplane.api_participant import ParticipantFastPath, answer_report, given_up_s
 from controlplane.auth import Tokens
 from controlplane.config import Settings
 from controlplane.context import Context
@@ -138,3 +139,47 @@ def test_the_policy_document_is_rendered_once_a_version_and_the_answer_is_byte_f
     assert ctx._rendered is not rendered
     applied = answer_report(ctx, Report.model_validate(report("p4", seq=1, applied=2)))
     assert json.loads(applied)["policies"] is None                # the participant has it: none sent
+
+
+# ---------------------------------------------------------------- reports their senders gave up on
+
+
+def test_a_report_that_waited_longer_than_its_sender_waits_is_not_worked_on_while_the_loop_is_behind(
+        ctx: Context) -> None:
+    """Its sender has given the round up and backs off: 503, nothing stored, the route not called."""
+    route = Route()
+    ctx.lag.observe(0.5)   # the loop half a second behind: reports queue
+    old = json.dumps(report("p1", sent_at=time.time() - 3.0)).encode()   # sent every 1 s: given up after 2 s
+    status, answer = call(ParticipantFastPath(route, ctx), old)
+    assert status == 503 and route.calls == [] and ctx.given_up == 1
+    assert json.loads(answer)["reason"].startswith("the report waited 3.0 s for the control plane, longer than its "
+                                                   "sender waits (2 s): not worked on")
+    assert views.participants(ctx.live, 1).participants == []
+    # one still waited for is worked on
+    status, answer = call(ParticipantFastPath(route, ctx), json.dumps(report("p1", sent_at=time.time() - 1.0)).encode())
+    assert status == 200 and ReportResponse.model_validate_json(answer).accepted
+
+
+def test_an_old_report_while_the_loop_keeps_up_is_a_skewed_clock_and_is_answered_as_before(ctx: Context) -> None:
+    route = Route()
+    ctx.lag.observe(0.002)
+    status, answer = call(ParticipantFastPath(route, ctx), json.dumps(report("p1", sent_at=time.time() - 3.0)).encode())
+    parsed = ReportResponse.model_validate_json(answer)
+    assert status == 200 and not parsed.accepted and "more than 2 report intervals" in (parsed.reason or "")
+    assert ctx.given_up == 0
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b'{"participant":{"participant_id":"p"},"seq":1,"sent_at":990,"interval_s":1}', (10.0, 2.0)),
+    (b'{"seq":1,"sent_at": 994.0,"interval_s": 10}', (6.0, 5.0)),      # two intervals, at most 5 s
+    (b'{"seq":1,"sent_at":999.9,"interval_s":0.1}', None),             # at least 0.5 s: not given up
+    (b'{"seq":1,"sent_at":999,"interval_s":1}', None),                 # waited 1 s of 2
+    (b'{"seq":1,"interval_s":1}', None),                               # not said: parsed and answered as ever
+    (b'{"seq":1,"sent_at":"990","interval_s":1}', None),
+    (b'{"seq":1,"sent_at":9.9.9,"interval_s":1}', None),
+    (b'{"participant":{"participant_id":"a\\"sent_at\\":1"},"sent_at":999.5,"interval_s":1}', None),
+])
+def test_how_long_a_report_waited_is_read_from_its_head_without_parsing_it(
+        body: bytes, expected: tuple[float, float] | None) -> None:
+    got = given_up_s(body, 1000.0)
+    assert got == (pytest.approx(expected[0]), expected[1]) if expected is not None else got is None

@@ -175,8 +175,10 @@ def test_participants_told_a_longer_interval_expire_after_two_of_it_and_so_until
 
 def test_the_history_counts_every_participant_in_every_slot_it_spans_when_they_report_every_four_slots() -> None:
     """Four participants admitting 50 msgs/s each, reporting every 4 s at four different phases, slots of 1 s:
-    every slot shown reads 200 msgs/s of four participants (the newest three wait for the reports that will fill
-    them). Slots closed one past a one-slot gap, as for reports every slot, would read 100: two of the four."""
+    the slots are 4 s long while participants may follow 4 s (each reports once a slot: one value a limiter where
+    slots of 1 s took four, and a quarter of the slots to close), and every slot shown reads 200 msgs/s of four
+    participants (the newest waits for the reports that will fill it). Slots closed one past a one-slot gap, as for
+    reports every slot, would read 100: two of the four."""
     now = [1000.0]
     live = LiveState(1.0, clock=lambda: now[0])
     live.tell(4.0)
@@ -187,9 +189,29 @@ def test_the_history_counts_every_participant_in_every_slot_it_spans_when_they_r
         now[0] = 1000.0 + tick + 0.5
         assert live.ingest(report(pid, seqs[pid], now[0], 50.0 * (now[0] - 1000.0)))[0]
     points = live.history(seconds=30.0)["series"][0]["points"]
-    assert points[-1]["t"] == 1036.0          # 1037, 1038, 1039: not everyone has reported for them yet
-    assert [p["t"] for p in points] == [float(t) for t in range(1009, 1037)]    # (the last 30 s)
+    # (the last 30 s: from 1009.5; the slot of 1036-1039 is not shown yet: a late report may still fill it)
+    assert [p["t"] for p in points] == [1008.0, 1012.0, 1016.0, 1020.0, 1024.0, 1028.0, 1032.0]
     assert all(p["admittedMsgsPerSecond"] == pytest.approx(200.0) and p["participants"] == 4 for p in points)
+
+
+def test_when_participants_are_told_the_configured_interval_again_the_slots_shorten_from_the_one_under_way() -> None:
+    now = [1000.0]
+    live = LiveState(1.0, clock=lambda: now[0])
+    live.tell(4.0)
+    seq = 0
+    for t in (1000.5, 1004.5, 1008.5):
+        seq += 1
+        now[0] = t
+        assert live.ingest(report("a", seq, t, 50.0 * (t - 1000.0)))[0]
+    live.tell(1.0)                            # "a" may still follow 4 s for 8 s: the slots stay 4 s long until then
+    for t in [1009.5 + i for i in range(12)]:
+        seq += 1
+        now[0] = t
+        assert live.ingest(report("a", seq, t, 50.0 * (t - 1000.0), interval_s=1.0))[0]
+    points = live.history(seconds=30.0)["series"][0]["points"]
+    # 1000-1003 has no rate yet (its first report); 1004 and 1008 are 4 s long; from 1016 on, 1 s long
+    assert [p["t"] for p in points] == [1000.0, 1004.0, 1008.0, 1012.0, 1016.0, 1017.0, 1018.0, 1019.0, 1020.0]
+    assert all(p["admittedMsgsPerSecond"] == pytest.approx(50.0) for p in points[1:])
 
 
 # ---------------------------------------------------------------- a real control plane, loaded
