@@ -188,7 +188,9 @@ def test_the_history_counts_every_participant_in_every_slot_it_spans_when_they_r
         seqs[pid] += 1
         now[0] = 1000.0 + tick + 0.5
         assert live.ingest(report(pid, seqs[pid], now[0], 50.0 * (now[0] - 1000.0)))[0]
-    points = live.history(seconds=30.0)["series"][0]["points"]
+    history = live.history(seconds=30.0)
+    points = history["series"][0]["points"]
+    assert history["intervalSeconds"] == 4.0   # what a point covers now
     # (the last 30 s: from 1009.5; the slot of 1036-1039 is not shown yet: a late report may still fill it)
     assert [p["t"] for p in points] == [1008.0, 1012.0, 1016.0, 1020.0, 1024.0, 1028.0, 1032.0]
     assert all(p["admittedMsgsPerSecond"] == pytest.approx(200.0) and p["participants"] == 4 for p in points)
