@@ -109,7 +109,9 @@ def answer_grant(ctx: Context, body: GrantRequest) -> bytes:
     return payload
 
 
-GIVEN_UP_LAG_S = 0.1   # the loop this far behind: a report's age may be its wait in the queue (not a skewed clock)
+# the loop this far behind -- the shortest time a sender waits -- a report's age may be its wait in the queue, not a
+# skewed clock or a slow network (where a report is answered as before: not accepted, as stale)
+GIVEN_UP_LAG_S = 0.5
 _SENT_AT = re.compile(rb'"sent_at":\s*([0-9][0-9.eE+]*)')
 _INTERVAL = re.compile(rb'"interval_s":\s*([0-9][0-9.eE+]*)')
 _HEAD_BYTES = 4096   # (a report's participant, seq, sent_at and interval_s come first, as its model orders them)
