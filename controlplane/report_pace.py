@@ -94,7 +94,7 @@ P99_GOAL_S = 0.1        # the report latency the share is kept to, where reports
 P99_OF_MEAN_WAIT = math.log(100)   # a wait's 99th percentile over its mean (an exponential tail)
 QUEUE_SHARE = 0.3       # a measured wait over the goal caps the share only where the window took this much of a core
 CAP_RAISE = 1.25        # a window whose p99 is under half the goal raises the cap by this much
-LOWEST_CAP = 0.05       # the cap's floor (the least report_cpu_share allowed): 12 windows back up to 0.8
+LOWEST_CAP = 0.05       # the cap's floor (the least report_cpu_share allowed): 13 windows back up to 0.8
 
 
 def waiting_share(cpu_per_report_s: float, p99_goal_s: float) -> float:
@@ -150,13 +150,14 @@ class ReportPace:
         if now - self._window_at < self.window_s:
             return self.told_s
         cpu = self._cpu_clock()
+        elapsed_s = now - self._window_at
+        wait_p99_s = self._waits(elapsed_s) if self._waits is not None else None   # (taken every window: its own)
         if self._reports >= MIN_REPORTS:
-            elapsed_s = now - self._window_at
             spent_s = max(0.0, cpu - self._cpu_at - self._excluded_s)
             self.cpu_per_report_s = spent_s / self._reports
             # (the second: what the reports took of the core at the interval told, for a core they fill)
             participants = max(live, len(self._seen))
-            self.wait_p99_s = self._waits(elapsed_s) if self._waits is not None else None
+            self.wait_p99_s = wait_p99_s
             if self.wait_p99_s is not None:
                 self._cap(self.wait_p99_s, min(1.0, (cpu - self._cpu_at) / elapsed_s))
             self.share = min(self.cpu_share, self.cap, waiting_share(self.cpu_per_report_s, self.p99_goal_s))

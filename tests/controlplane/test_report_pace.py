@@ -134,6 +134,20 @@ def test_a_long_wait_while_the_core_is_mostly_idle_is_not_the_reports_queue_and_
     assert window(clocks, unmeasured, 1000, 0.0042, reports=952) == 6.0 and unmeasured.wait_p99_s is None
 
 
+def test_a_window_of_too_few_reports_takes_its_own_waits_so_the_next_window_reads_only_its_own() -> None:
+    clocks = Clocks()
+    taken: list[float] = []
+
+    def waits(window_s: float) -> float:
+        taken.append(window_s)
+        return 0.5 if len(taken) == 1 else 0.01   # the quiet window's sweep, then nothing
+    pace = ReportPace(1.0, 10.0, 0.8, window_s=5.0, cpu_clock=lambda: clocks.cpu_s, clock=lambda: clocks.now_s,
+                      waits=waits)
+    assert window(clocks, pace, 1000, 0.0042, reports=MIN_REPORTS - 1) == 1.0 and pace.wait_p99_s is None
+    assert window(clocks, pace, 1000, 0.0042, reports=952) == 6.0
+    assert taken == [5.0, 5.0] and pace.wait_p99_s == 0.01 and pace.cap == 0.8
+
+
 @pytest.mark.parametrize("args,message", [
     ((0.0, 10.0, 0.6), "floor_s must be a finite number of seconds > 0, got 0.0"),
     ((2.0, 1.0, 0.6), "most_s must be a finite number of seconds >= floor_s (2), got 1.0"),
