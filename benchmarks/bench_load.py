@@ -68,12 +68,13 @@ from typing import Any
 
 import httpx
 
-from collectors.client import GZIP_ABOVE_BYTES, Backoff, request_timeout_s
+from collectors.client import GZIP_ABOVE_BYTES, Backoff
 from collectors.config import backoff_cap_s
 from collectors.grants import DEFAULT_CHUNK_S, SOONEST_RETRY_S
 from controlplane.ask_pace import ASKS_BUDGET_PER_S
 from controlplane.heap import HeapFreezer
 from controlplane.launcher import end, env_without_settings, free_port, spawn
+from protocol import report_timeout_s
 
 from .common import percentile, row
 
@@ -334,7 +335,7 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         return backoff.next_delay_s()
 
     await _send_every(port, connect_at, first_due, next_in, end, load, request, wrong, following=lambda: told_s,
-                      timeout_s=lambda: request_timeout_s(told_s), failed=failed)
+                      timeout_s=lambda: report_timeout_s(told_s), failed=failed)
 
 
 _POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')

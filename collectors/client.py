@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from protocol import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse, report_timeout_s
+from protocol import Goodbye, GrantAnswer, GrantRequest, Report, ReportResponse
 
 from . import grant_connection
 
@@ -42,7 +42,7 @@ GZIP_ABOVE_BYTES = 8 * 1024
 KEEPALIVE_EXPIRY_S = 5.0
 DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)   # a connection lost under a request
 
-__all__ = ["ParticipantClient", "ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff", "request_timeout_s",
+__all__ = ["ParticipantClient", "ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff",
            "encoded", "GZIP_ABOVE_BYTES"]
 
 
@@ -67,9 +67,6 @@ def encoded(body: bytes) -> tuple[bytes, dict[str, str]]:
     if len(body) <= GZIP_ABOVE_BYTES:
         return body, {"Content-Type": "application/json"}
     return gzip.compress(body, compresslevel=1), {"Content-Type": "application/json", "Content-Encoding": "gzip"}
-
-
-request_timeout_s = report_timeout_s   # (the control plane knows it too: it does not work on a report given up)
 
 
 def _reason(body: bytes, phrase: str) -> str:

@@ -49,7 +49,7 @@ from limiter.offload import OffloadThrottle
 from limiter.policy import Level
 
 from .apply import DISPATCH, PUBLISH, SHARED_LEVELS, Applier
-from .client import Backoff, ControlPlaneError, ParticipantClient, request_timeout_s
+from .client import Backoff, ControlPlaneError, ParticipantClient
 from .config import MAX_INTERVAL_S, MIN_INTERVAL_S
 from .dispatching import DispatchLimits
 from .identity import Identity
@@ -234,7 +234,7 @@ class Reporter:
         # restarted control plane re-learns in its configured interval's time (controlplane.report_pace)
         retry_s = min(interval_s, self._configured_s)
         self.backoff = Backoff(retry_s, self._backoff_cap(retry_s))
-        self.client.timeout_s = request_timeout_s(interval_s)
+        self.client.timeout_s = wire.report_timeout_s(interval_s)
 
     def _measure(self, now: float) -> tuple[dict, dict[str, wire.UsageValues]]:
         """Snapshots of every limiter, and this round's usage and demand for each reported shared limit."""

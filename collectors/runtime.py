@@ -52,7 +52,7 @@ from limiter.mutation import MutationQuota, MutationQuotaRegistry
 from limiter.offload import OffloadThrottle
 from limiter.policy import Level
 from limiter.producer import Producer
-from protocol import PolicySet, Report, limit_key, parse_limit_key
+from protocol import PolicySet, Report, limit_key, parse_limit_key, report_timeout_s
 
 from .apply import DISPATCH, PUBLISH, Applier
 from .config import RuntimeConfig
@@ -100,9 +100,9 @@ class Participant:
         self._topics_seen: set[str] = set()
         self._unpaced: set[str] = set()   # topics report_outcome warned of: told outcomes, no producer here
         if client is None and self.config.url:
-            from .client import ControlPlaneClient, request_timeout_s  # httpx: only where a control plane is
+            from .client import ControlPlaneClient  # httpx: only where a control plane is
             client = ControlPlaneClient(self.config.url, self.config.token,
-                                        request_timeout_s(self.config.report_interval_s))
+                                        report_timeout_s(self.config.report_interval_s))
         self.client = client
         if client is not None:
             from .reporter import Reporter, Sources

@@ -119,12 +119,11 @@ class History:
         """The index (first base slot) of the slot that base slot ``base`` falls in; a reach that changed lays a new
         grid from the slot under way."""
         if self.reach_slots != self._width:
-            self._grid_start = self._slot_of_grid(base)
-            self._width = self.reach_slots
-        return self._slot_of_grid(base)
+            self._grid_start, self._width = self._on_grid(base), self.reach_slots
+        return self._on_grid(base)
 
-    def _slot_of_grid(self, base: int) -> int:
-        return base if self._width == 1 else self._grid_start + (base - self._grid_start) // self._width * self._width
+    def _on_grid(self, base: int) -> int:
+        return self._grid_start + (base - self._grid_start) // self._width * self._width
 
     def forget(self, pid: str) -> None:
         """The participant left: its next report (if it comes back) starts afresh."""

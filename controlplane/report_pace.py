@@ -159,7 +159,7 @@ class ReportPace:
             participants = max(live, len(self._seen))
             self.wait_p99_s = wait_p99_s
             if self.wait_p99_s is not None:
-                self._cap(self.wait_p99_s, min(1.0, (cpu - self._cpu_at) / elapsed_s))
+                self._cap(self.wait_p99_s, (cpu - self._cpu_at) / elapsed_s)
             self.share = min(self.cpu_share, self.cap, waiting_share(self.cpu_per_report_s, self.p99_goal_s))
             needed_s = max(participants * self.cpu_per_report_s, self.told_s * spent_s / elapsed_s)
             told = self.step_s(needed_s / self.share) if self.share > 0 else self.most_s

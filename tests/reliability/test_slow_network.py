@@ -25,9 +25,10 @@ from typing import Any
 import pytest
 
 from collectors import Participant, RuntimeConfig
-from collectors.client import ControlPlaneClient, ControlPlaneError, request_timeout_s
+from collectors.client import ControlPlaneClient, ControlPlaneError
 from collectors.identity import Identity
 from limiter.policy import Level
+from protocol import report_timeout_s
 
 from .conftest import ADMIN, PARTICIPANT, ControlPlane
 from .proxy import FaultyProxy
@@ -117,7 +118,7 @@ def test_network_faults_never_stall_acquire(start_cp: Any) -> None:
                       json={"publishThrottlingRateInMsg": LIMIT}).status_code == 204
     proxy = FaultyProxy(cp.port).start()
     config = RuntimeConfig(url=proxy.url, token=PARTICIPANT, report_interval_s=INTERVAL_S, backoff_max_s=1.0)
-    client = Recording(ControlPlaneClient(proxy.url, PARTICIPANT, request_timeout_s(INTERVAL_S)))
+    client = Recording(ControlPlaneClient(proxy.url, PARTICIPANT, report_timeout_s(INTERVAL_S)))
     p = Participant(config, identity=Identity("reliability", "1", "localhost", 1, "slow-network"), client=client)
     # every outage the participant's grants saw begin: (when, since when, what said so), for the message below
     outages: list[tuple[float, float | None, str]] = []
