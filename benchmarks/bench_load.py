@@ -242,7 +242,8 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
     the answer, as the grant keeper counts a retry) the next is due. One answered late is followed by the next send
     at once, as the reporter and the keeper do, not by a burst. ``following()``: the interval a sample was sent
     under (a report's); ``timeout_s()``: how long to wait for a connection and an answer; ``failed(ok)``, told
-    whether each send was answered: when it says a number, the next send is due that long after now (a backoff)."""
+    whether each send was answered with HTTP 200: when it says a number, the next send is due that long after now
+    (a backoff)."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = first_due
@@ -259,7 +260,7 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
             status, answer = await asyncio.wait_for(_answer(reader), wait_s)  # type: ignore[arg-type]
             latency = time.monotonic() - start
             load.samples.append(Sample(due, latency, wrong(status, answer), under_s))
-            backoff_s = failed(True)
+            backoff_s = failed(status == 200)   # (an error status is a failed round to the reporter too)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
             load.samples.append(Sample(due, math.nan, type(e).__name__, under_s))
             if writer is not None:
