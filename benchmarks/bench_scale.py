@@ -32,7 +32,7 @@ stretches the interval when the reports would take more than their share of its 
 each cell is measured once no participant was told a new interval for 12 s) through ``bench_load``'s generator, as
 the project's participants report (no usage map asked: their shares come from grants; asking for it, 20 participants a
 limit, made the answer to a report of 100 limits 2,000 entries, and the control plane's CPU 5.4 ms a report instead
-of 3.3): the report p99 and the control plane's CPU a report of each cell, and the most participants one process
+of 3.3), with Prometheus scraping ``/metrics`` every 5 s as under ``make run``: the report p99 and the control plane's CPU a report of each cell, and the most participants one process
 served (cells beyond 500,000 participant-limits are not run: the control plane's memory, 6.7 GB in the paper case,
 is the bound there).
 
@@ -59,7 +59,14 @@ from collectors.client import ControlPlaneClient, encoded
 from collectors.identity import Identity
 from protocol import GrantAsk, GrantRequest, limit_key
 
-from .bench_load import PARTICIPANT, ControlPlaneProcess, cpu_seconds, memory_kb, reports_due_floor
+from .bench_load import (
+    PARTICIPANT,
+    ControlPlaneProcess,
+    cpu_seconds,
+    memory_kb,
+    reports_due_floor,
+    scrapes_note,
+)
 from .common import row
 
 SECTION = "scale"
@@ -342,7 +349,8 @@ def curve(quick: bool = False) -> list[dict[str, Any]]:
                            m["p99_ms"], "ms", f"< {GOAL_P99_MS:g} ms", ok,
                            note=f"a report every {m['told_s']:g} s{_told(m)}; {cpu_ms:.2f} ms of "
                                 f"control-plane CPU a report, {m['cp_cpu_pct']:.0f} % of a core; {m['ok']:,} of "
-                                f"{m['expected']:,.0f} reports accepted{_chance(m, floor)}; RSS {m['rss_end_mb']:.0f} MB"))
+                                f"{m['expected']:,.0f} reports accepted{_chance(m, floor)}; RSS {m['rss_end_mb']:.0f} MB; "
+                                f"{scrapes_note(m)}"))
             if not ok:
                 break
             served[limits] = participants

@@ -68,9 +68,11 @@ LATENCY = "throttlescope_report_latency_seconds"
 ASK_DELAY = "throttlescope_grant_ask_delay_seconds"
 _REDUCE: dict[str, Callable[[list[float]], float]] = {"sum": math.fsum, "min": min, "max": max, "count": math.fsum,
                                                       "control plane": math.fsum}
+STEP_ENTRIES = 1000   # report entries (or series) a scrape works through between pauses: about 3-5 ms
 
 
 Live = list[tuple[Report, Mapping[str, UsageValues]]]
+_GROUP_PREFIX = "resource_group:"   # how limit_key(level, direction, name) starts at that level
 
 
 class ReportSource(Protocol):
@@ -99,7 +101,7 @@ def _group_users(live: Live) -> dict[str, dict[str, UsageValues]]:
     used: dict[str, dict[str, UsageValues]] = defaultdict(dict)
     for report, usage in live:
         for key, u in usage.items():
-            if parse_limit_key(key)[0] == "resource_group":
+            if key.startswith(_GROUP_PREFIX):   # (not parsed: a scrape reads every live participant's keys)
                 used[key][report.participant.participant_id] = u
     return used
 
@@ -167,13 +169,20 @@ class _Values:
         self.by[name][labels].extend(values)
 
     def family(self, name: str) -> Family:
+        *_, family = self.family_steps(name)
+        return family
+
+    def family_steps(self, name: str) -> Iterator[Family | None]:
+        """The family of ``name``, last, after a ``None`` every ``STEP_ENTRIES`` series (a pause: see ``collect_steps``)."""
         spec = BY_NAME[name]
         family = (CounterMetricFamily if spec.type == "counter" else GaugeMetricFamily)(
             spec.name, spec.help, labels=list(spec.labels))
         reduce = _REDUCE[spec.across]
-        for labels, values in sorted(self.by.get(name, {}).items()):
+        for i, (labels, values) in enumerate(sorted(self.by.get(name, {}).items()), 1):
             family.add_metric(list(labels), reduce(values))
-        return family
+            if i % STEP_ENTRIES == 0:
+                yield None
+        yield family
 
 
 class ThrottlescopeCollector:
@@ -238,6 +247,11 @@ class ThrottlescopeCollector:
             return list(live), {k: list(v) for k, v in self._retired.items()}, dict(self._departed)
 
     def collect(self) -> Iterator[Family]:
+        return (family for family in self.collect_steps() if family is not None)
+
+    def collect_steps(self) -> Iterator[Family | None]:
+        """``collect``'s families, with a ``None`` after every ``STEP_ENTRIES`` or so entries of work: a place to
+        pause for whoever drives it (``controlplane.api_metrics`` lets the event loop answer reports there)."""
         live, retired, departed = self._source.read_live(self._freeze)
         reports = [report for report, _ in live]
         policies = self._policies()
@@ -246,7 +260,12 @@ class ThrottlescopeCollector:
             values.extend(name, labels, partials)
         for reason, n in departed.items():
             values.add("throttlescope_participants_departed", (reason,), n)
+        work = 0
         for report in reports:
+            work += len(report.counters) + len(report.buckets) + len(report.queues)
+            if work >= STEP_ENTRIES:
+                work = 0
+                yield None
             for (name, labels), value in _counters(report).items():
                 values.add(name, self._fold(name, labels), value)
             self._buckets(values, report)
@@ -273,7 +292,7 @@ class ThrottlescopeCollector:
             elif m.name == ASK_DELAY:
                 yield self._ask_delays()
             else:
-                yield values.family(m.name)
+                yield from values.family_steps(m.name)
 
     # ------------------------------------------------------------ one report's gauges
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.bench_load import measure, rows_of
+from benchmarks.bench_load import measure, rows_of, scrape_every_s
 
 pytestmark = pytest.mark.integration
 
@@ -18,16 +18,20 @@ def test_load_generator_reports_for_every_participant_and_reads_the_control_plan
     assert 0 < m["p50_ms"] <= m["p99_ms"] <= m["max_ms"] < 5000
     assert m["cp_cpu_pct"] > 0 and m["rss_end_mb"] > 10 and m["hwm_mb"] >= m["rss_end_mb"]
     assert math.isfinite(m["server_mean_ms"]) and m["server_mean_ms"] > 0
+    assert m["scrape_s"] == scrape_every_s() == 5.0   # deploy/prometheus.yml's
     rows = rows_of(m)
     assert len(rows) == 7 and all(set(r) == {"section", "name", "value", "unit", "goal", "ok", "note"} for r in rows)
     assert all((r["ok"] is None) == (r["goal"] == "") for r in rows)
 
 
-def test_the_curve_s_reports_of_many_limits_without_the_usage_map_are_accepted() -> None:
+def test_the_curve_s_reports_of_many_limits_are_accepted_with_prometheus_scraping_beside() -> None:
     # as the project's participants report (bench_scale's curve); a field the control plane does not know would be
     # refused (422) and counted as an error
-    m = measure(participants=20, duration_s=2.0, warmup_s=1.0, limits=30, usage_map=False)
+    m = measure(participants=20, duration_s=2.0, warmup_s=1.0, limits=30, usage_map=False, scrape_s=0.4)
     assert m["sent"] == m["expected"] == 40 and m["ok"] == 40 and not m["errors"], m
+    # Prometheus beside them, as under make run (here every 0.4 s): every scrape answered
+    assert m["scrapes"] >= 3 and m["scrapes_failed"] == 0 and 0 < m["scrape_max_ms"] < 5000, m
+    assert "a /metrics scrape every 0.4 s beside" in rows_of(m)[1]["note"]
 
 
 def test_participants_that_also_ask_for_grants_follow_the_answers_and_the_rows_say_so() -> None:

@@ -1,0 +1,101 @@
+"""A scrape rendered a piece at a time on the event loop (``metrics.exposition``, ``collect_steps``,
+``controlplane.api_metrics.scrape_text``): the same bytes as the client library renders the registry, and the loop
+free between pieces."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from controlplane.api_metrics import scrape_text
+from metrics.collector import STEP_ENTRIES
+from metrics.exposition import pieces
+
+from .conftest import Env, bucket, counters, report
+
+pytestmark = pytest.mark.unit
+PARTICIPANTS, LIMITS = 12, 250   # 3,000 limiters' series a family: several pieces each, many pauses
+
+
+def busy_env(make_env) -> Env:
+    env: Env = make_env()
+    for p in range(PARTICIPANTS):
+        # names with the characters the format escapes, and a participant's counters that reset
+        names = [f'acme/web/t{i}"\\q' for i in range(LIMITS)]
+        env.send(report(env, f"w{p}", 1, counters=[counters(name=n, throttled=p + i, msgs=0.5 * i)
+                                                   for i, n in enumerate(names)],
+                        buckets=[bucket(name=n, tokens=-p) for n in names]))
+    env.collector.observe_report_latency(0.02)
+    return env
+
+
+class _Registry:
+    def __init__(self, *families) -> None:
+        self.families = families
+
+    def collect(self):
+        return list(self.families)
+
+
+def test_a_family_in_pieces_is_the_library_text_byte_for_byte() -> None:
+    gauge = GaugeMetricFamily("x_level", 'help with \\ and\nnewline', labels=["name"])
+    for i in range(1203):
+        gauge.add_metric([f'n{i}"\\\n'], i / 7)
+    counter = CounterMetricFamily("x_events", "counted", labels=["name"])
+    for i in range(10):
+        counter.add_metric([f"n{i}"], i)
+    histogram = HistogramMetricFamily("x_wait_seconds", "waits", labels=[])
+    histogram.add_metric([], [("0.1", 1), ("+Inf", 3)], 0.5)
+    for family in (gauge, counter, histogram):
+        got = list(pieces(family, per_piece=100))
+        assert b"".join(got) == generate_latest(_Registry(family))
+    assert len(list(pieces(gauge, per_piece=100))) == 13
+    assert sum(piece.count(b"# TYPE") for piece in pieces(gauge, per_piece=100)) == 1
+
+
+def test_a_family_with_samples_the_library_moves_is_rendered_whole() -> None:
+    counter = CounterMetricFamily("x_done", "done", labels=["name"], created=None)
+    for i in range(30):
+        counter.add_metric([f"n{i}"], i, created=1000.0 + i)   # _created samples go after the others
+    got = list(pieces(counter, per_piece=7))
+    assert len(got) == 1 and got[0] == generate_latest(_Registry(counter))
+
+
+def test_collect_steps_pauses_and_yields_collects_families(make_env) -> None:
+    env = busy_env(make_env)
+    steps = list(env.collector.collect_steps())
+    pauses = sum(step is None for step in steps)
+    entries = PARTICIPANTS * LIMITS * 2
+    assert pauses >= entries // STEP_ENTRIES   # (and more, within the big families)
+    families = [step for step in steps if step is not None]
+    assert [f.name for f in families] == [f.name for f in env.collector.collect()]
+    assert [f.samples for f in families] == [f.samples for f in env.collector.collect()]
+
+
+def test_the_endpoint_text_is_the_registry_text_and_the_loop_runs_between_pieces(make_env) -> None:
+    env = busy_env(make_env)
+
+    async def scrape_while_counting() -> tuple[bytes, int, int]:
+        ticks, done = 0, asyncio.Event()
+
+        async def other_work() -> None:   # what a report's handling is to the loop: it gets turns, or it does not
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        worker = asyncio.create_task(other_work())
+        await asyncio.sleep(0)
+        chunks = [chunk async for chunk in scrape_text(env.collector)]
+        done.set()
+        await worker
+        return b"".join(chunks), ticks, len(chunks)
+
+    text, ticks, chunks = asyncio.run(scrape_while_counting())
+    assert text == generate_latest(env.registry)
+    assert b'name="acme/web/t7\\"\\\\q"' in text
+    assert chunks > 20
+    assert ticks > chunks   # the other task ran between every piece, and in the collector's pauses too
