@@ -9,12 +9,8 @@ state's listener (so counters keep the totals of participants that leave or rest
 the route, and times every ``POST /v1/report`` with a small ASGI middleware that observes the report-latency
 histogram (parsing and validation included: the whole handling, after the guard's authorisation).
 
-A scrape is rendered on the event loop a piece at a time (``scrape_text``: the collector's ``collect_steps``, each
-family in ``metrics.exposition.pieces``), streamed as it goes, the loop free to answer reports between pieces. On a
-worker thread, as a plain endpoint runs, it held the interpreter lock for the whole scrape (1.2-1.6 s at 1,000
-participants of 100 limits), and the reports meanwhile waited: p99 723 ms with a scrape every 5 s, against 25 ms
-so (``benchmarks/bench_load.py`` now scrapes as Prometheus does). The text is the client library's, byte for byte,
-as the registry renders it (the tests compare them).
+A scrape is rendered on the event loop a piece at a time, and at most so often (``controlplane.scrapes``): on a
+worker thread, as a plain endpoint runs, it held up the reports for its whole length.
 
 Auth: ``/metrics`` is a read, so the guard's one rule applies (access.need): open when reads are open
 (``--open-reads``), otherwise any principal's token (the participant's, a viewer's) as ``Authorization: Bearer
@@ -27,9 +23,8 @@ Per-topic labels: ``THROTTLESCOPE_METRICS_TOPIC_LABELS=0`` (``Settings.metrics_t
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
@@ -38,10 +33,10 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as CONTENT_TYP
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from controlplane.api_participant import REPORT_PATH
+from controlplane.scrapes import Scrapes
 from controlplane.state import LiveState
 from metrics.allocation import ShareSource
 from metrics.collector import ThrottlescopeCollector
-from metrics.exposition import pieces
 from protocol import PolicySet
 
 __all__ = ["router", "install", "ReportTimer"]
@@ -54,18 +49,7 @@ router = APIRouter(tags=["metrics"])
                         "Open when reads are open; otherwise any principal's token.",
             responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}})
 async def metrics(request: Request) -> Response:
-    return StreamingResponse(scrape_text(request.app.state.metrics_collector), media_type=CONTENT_TYPE)
-
-
-async def scrape_text(collector: ThrottlescopeCollector) -> AsyncIterator[bytes]:
-    """The scrape's text, rendered on the event loop a piece at a time, letting reports in between pieces
-    (``metrics.exposition``): its families' pieces, in ``collect``'s order."""
-    for family in collector.collect_steps():
-        if family is not None:
-            for piece in pieces(family):
-                yield piece
-                await asyncio.sleep(0)
-        await asyncio.sleep(0)
+    return StreamingResponse(request.app.state.metrics_scrapes.text(), media_type=CONTENT_TYPE)
 
 
 class ReportTimer:
@@ -96,6 +80,7 @@ def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet], gr
     live.listener = collector
     app.state.metrics_registry = registry
     app.state.metrics_collector = collector
+    app.state.metrics_scrapes = Scrapes(collector)
     app.include_router(router)
     app.add_middleware(ReportTimer, observe=collector.observe_report_latency)
     return collector

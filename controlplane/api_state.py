@@ -3,7 +3,7 @@
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from controlplane import views
 from controlplane.config import package_version
@@ -24,13 +24,15 @@ Ctx = Annotated[Context, Depends(get_ctx)]
 
 
 @router.get("/healthz", summary="Ready check, with version information (no token needed)")
-def healthz(ctx: Ctx) -> dict[str, Any]:
+def healthz(ctx: Ctx, request: Request) -> dict[str, Any]:
+    scraped = request.app.state.metrics_scrapes.last   # (controlplane.scrapes)
     return {"status": "ok", "service": "throttlescope-controlplane", "version": package_version(),
             "schemaVersion": ctx.store.schema_version, "policyVersion": ctx.store.policy_version(),
             "reportIntervalSeconds": ctx.live.told_s,
             # the report pace's last window (controlplane.report_pace): None until one is measured
             "reportCpuSeconds": ctx.pace.cpu_per_report_s, "reportWaitP99Seconds": ctx.pace.wait_p99_s,
             "reportsGivenUp": ctx.given_up,
+            "scrapeCpuSeconds": None if scraped is None else scraped.cpu_s,   # the last /metrics render's
             "uptimeSeconds": time.monotonic() - ctx.started_monotonic}
 
 

@@ -47,7 +47,9 @@ def test_metrics_needs_a_token_unless_reads_are_open(start_cp) -> None:
 def test_reports_are_rendered_timed_and_their_totals_kept_after_goodbye(start_cp) -> None:
     cp = start_cp()
     part = cp.client(PARTICIPANT)
+    assert cp.client(None).get("/healthz").json()["scrapeCpuSeconds"] is None   # nothing rendered yet
     before = scrape(cp)
+    assert 0 <= cp.client(None).get("/healthz").json()["scrapeCpuSeconds"] < 5   # the render's CPU
     assert before["throttlescope_report_latency_seconds_count", ()] == 0
     assert {name for name, _ in before} <= {sample for m in CATALOGUE for sample in m.samples}
     counters = [{"level": "topic", "name": "acme/web/clicks", "kind": "publish", "throttled_count": 4,

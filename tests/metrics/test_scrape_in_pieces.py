@@ -1,6 +1,6 @@
 """A scrape rendered a piece at a time on the event loop (``metrics.exposition``, ``collect_steps``,
-``controlplane.api_metrics.scrape_text``): the same bytes as the client library renders the registry, and the loop
-free between pieces."""
+``controlplane.scrapes``): the same bytes as the client library renders the registry, the loop free between
+pieces, and a costly render handed out again while rendering anew would take more than its share of a core."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from controlplane.api_metrics import scrape_text
+from controlplane.scrapes import FRESH_BELOW_CPU_S, SEND_BYTES, Scrapes
 from metrics.collector import STEP_ENTRIES
 from metrics.exposition import pieces
 
@@ -89,7 +89,7 @@ def test_the_endpoint_text_is_the_registry_text_and_the_loop_runs_between_pieces
 
         worker = asyncio.create_task(other_work())
         await asyncio.sleep(0)
-        chunks = [chunk async for chunk in scrape_text(env.collector)]
+        chunks = [chunk async for chunk in Scrapes(env.collector).text()]
         done.set()
         await worker
         return b"".join(chunks), ticks, len(chunks)
@@ -99,3 +99,58 @@ def test_the_endpoint_text_is_the_registry_text_and_the_loop_runs_between_pieces
     assert b'name="acme/web/t7\\"\\\\q"' in text
     assert chunks > 20
     assert ticks > chunks   # the other task ran between every piece, and in the collector's pauses too
+
+
+def scrape(scrapes: Scrapes) -> tuple[bytes, int]:
+    async def read() -> list[bytes]:
+        return [chunk async for chunk in scrapes.text()]
+    chunks = asyncio.run(read())
+    return b"".join(chunks), len(chunks)
+
+
+class CpuClock:
+    """The renders' CPU clock: each reading ``step_s`` on from the last (a render of n steps: about n x step_s)."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now_s, self.step_s = 0.0, step_s
+
+    def __call__(self) -> float:
+        self.now_s += self.step_s
+        return self.now_s
+
+
+def test_a_costly_render_is_handed_out_again_until_rendering_anew_keeps_to_the_share(make_env) -> None:
+    env = busy_env(make_env)
+    now = [100.0]
+    scrapes = Scrapes(env.collector, share=0.1, clock=lambda: now[0], cpu_clock=CpuClock(0.001))
+    first, _ = scrape(scrapes)
+    cost_s = scrapes.last.cpu_s
+    assert cost_s >= FRESH_BELOW_CPU_S and scrapes.last.started_s == 100.0 and scrapes.last.text == first
+    env.advance(1.0)
+    env.send(report(env, "w0", 2, counters=[counters(name="acme/web/new", throttled=1)]))
+    now[0] += 0.9 * cost_s / 0.1
+    again, chunks = scrape(scrapes)
+    assert again == first and chunks == -(-len(first) // SEND_BYTES)   # as it was, in pieces
+    assert scrapes.last.started_s == 100.0
+    now[0] = 100.0 + 1.01 * cost_s / 0.1
+    fresh, _ = scrape(scrapes)
+    assert fresh != first and b'name="acme/web/new"' in fresh and fresh == generate_latest(env.registry)
+    assert scrapes.last.started_s == now[0]
+
+
+def test_a_cheap_render_is_never_reused(make_env) -> None:
+    env: Env = make_env()
+    env.send(report(env, "w0", 1, counters=[counters(throttled=1)]))
+    scrapes = Scrapes(env.collector, share=0.1, clock=lambda: 100.0, cpu_clock=CpuClock(0.0001))
+    first, _ = scrape(scrapes)
+    assert scrapes.last.cpu_s < FRESH_BELOW_CPU_S
+    env.advance(1.0)
+    env.send(report(env, "w0", 2, counters=[counters(throttled=5)]))
+    second, _ = scrape(scrapes)
+    assert second != first and second == generate_latest(env.registry)
+
+
+@pytest.mark.parametrize("share", [0, -0.1, 1.5])
+def test_a_share_outside_a_core_is_refused(make_env, share: float) -> None:
+    with pytest.raises(ValueError, match="share must be a fraction of a core > 0 and <= 1"):
+        Scrapes(make_env().collector, share=share)
