@@ -256,7 +256,7 @@ class ThrottlescopeCollector:
 
     def collect_steps(self) -> Iterator[Family | None]:
         """``collect``'s families, with a ``None`` after every ``STEP_ENTRIES`` or so entries of work: a place to
-        pause for whoever drives it (``controlplane.api_metrics`` lets the event loop answer reports there)."""
+        pause for whoever drives it (``controlplane.scrapes`` lets the event loop answer reports there)."""
         live, retired, departed = self._source.read_live(self._freeze)
         reports = [report for report, _ in live]
         policies = self._policies()

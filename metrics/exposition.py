@@ -1,16 +1,11 @@
-"""The Prometheus text format of one metric family, in pieces: what a scrape sends while the event loop goes on.
+"""The Prometheus text format of one metric family, in pieces: what lets a scrape be rendered a little at a time.
 
-Why
----
-``prometheus_client.generate_latest`` renders a registry in one call. Where the control plane serves ``/metrics``
-that call ran on a worker thread beside the event loop that answers reports, and took the process's one core for the
-length of the scrape: 1.2-1.6 s at 1,000 participants of 100 shared limits (4.7 MB, 47,000 lines). Python threads
-share the interpreter lock, and the loop, which gives it up at every socket call, waited for it back each time: a
-report that came during a scrape was answered up to 0.8 s late, and with ``deploy/prometheus.yml`` scraping every
-5 s the reports' p99 went from 36 ms to 723 ms. So the scrape runs on the loop itself, a piece at a time:
-``ThrottlescopeCollector.collect_steps`` pauses every ``STEP_ENTRIES`` entries, and ``pieces`` renders a family
-``SAMPLES_PER_PIECE`` samples at a time, each piece ``generate_latest``'s own text, so that joined they are exactly
-what it renders for the whole family (the tests compare them byte for byte).
+``prometheus_client.generate_latest`` renders a registry in one call; the control plane renders a scrape on its event
+loop between reports instead (``controlplane.scrapes`` says why). ``pieces`` renders a family ``SAMPLES_PER_PIECE``
+samples at a time, each piece ``generate_latest``'s own text for those samples, the ``# HELP`` and ``# TYPE`` lines
+with the first piece only: joined, the pieces are exactly what it renders for the whole family (the tests compare
+them byte for byte). A family with samples it moves after the others (``_created``, ``_gsum``, ``_gcount``) is
+rendered whole.
 """
 
 from __future__ import annotations
