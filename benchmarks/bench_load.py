@@ -37,7 +37,7 @@ How the load is made, and why this way
 - Prometheus reads ``/metrics`` beside them, as under ``make run``: every ``deploy/prometheus.yml`` scrape interval
   (5 s), on a connection of its own (``_scraper``). Without it the figures were those of a control plane nobody
   watched: at 1,000 participants of 100 limits a scrape of 4.7 MB took the core for 1.2-1.6 s, and the reports
-  that came meanwhile took the p99 from 36 ms to 723 ms (``metrics.exposition``: since, the scrape lets them in).
+  that came meanwhile took the p99 from 36 ms to 723 ms (since, ``controlplane.scrapes`` lets them in).
 - A warm-up (connections opened, staggered, and a few rounds of reports) precedes the measured window.
 - The generator's own garbage collector runs under the control plane's policy (``controlplane.heap``): its record
   of answers grows through the run, and CPython's full collections over it paused every participant 30-130 ms
@@ -569,8 +569,9 @@ def reports_due_floor(m: dict[str, Any]) -> float:
 def scrapes_note(m: dict[str, Any]) -> str:
     """What Prometheus's scrapes beside the load did (``_scraper``)."""
     failed = f", {m['scrapes_failed']} failed" if m["scrapes_failed"] else ""
+    longest = f", the longest {m['scrape_max_ms']:.0f} ms" if m["scrapes"] > m["scrapes_failed"] else ""
     return (f"a /metrics scrape every {m['scrape_s']:g} s beside, as deploy/prometheus.yml: {m['scrapes']} in the "
-            f"window, the longest {m['scrape_max_ms']:.0f} ms{failed}")
+            f"window{longest}{failed}")
 
 
 def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:

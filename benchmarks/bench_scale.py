@@ -30,11 +30,11 @@ The capacity curve (``curve``): for each number of limits a participant (1 -> 5,
 (10 -> 5,000) until the report p99 misses 100 ms, each reporting every second (or as the control plane tells: it
 stretches the interval when the reports would take more than their share of its core, ``controlplane.report_pace``;
 each cell is measured once no participant was told a new interval for 12 s) through ``bench_load``'s generator, as
-the project's participants report (no usage map asked: their shares come from grants; asking for it, 20 participants a
-limit, made the answer to a report of 100 limits 2,000 entries, and the control plane's CPU 5.4 ms a report instead
-of 3.3), with Prometheus scraping ``/metrics`` every 5 s as under ``make run``: the report p99 and the control plane's CPU a report of each cell, and the most participants one process
-served (cells beyond 500,000 participant-limits are not run: the control plane's memory, 6.7 GB in the paper case,
-is the bound there).
+the project's participants report (no usage map asked: their shares come from grants; asking for it, 20 participants
+a limit, made the answer to a report of 100 limits 2,000 entries, and the control plane's CPU 5.4 ms a report
+instead of 3.3), with Prometheus scraping ``/metrics`` every 5 s as under ``make run``: the report p99 and the
+control plane's CPU a report of each cell, and the most participants one process served (cells beyond 500,000
+participant-limits are not run: the control plane's memory, 6.7 GB in the paper case, is the bound there).
 
 Run: ``python -m benchmarks --only scale`` (``--quick``: 2 groups, 1,000 limits a participant), or
 ``python -m benchmarks.bench_scale [--quick]``.
