@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable
 
 from fastapi import APIRouter, FastAPI, Request, Response
-from fastapi.responses import StreamingResponse
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as CONTENT_TYPE
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from controlplane.api_participant import REPORT_PATH
+from controlplane.renders import streamed
 from controlplane.scrapes import Scrapes
 from controlplane.state import LiveState
 from metrics.allocation import ShareSource
@@ -49,7 +49,7 @@ router = APIRouter(tags=["metrics"])
                         "Open when reads are open; otherwise any principal's token.",
             responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}})
 async def metrics(request: Request) -> Response:
-    return StreamingResponse(request.app.state.metrics_scrapes.text(), media_type=CONTENT_TYPE)
+    return streamed(await request.app.state.metrics_scrapes.text(), CONTENT_TYPE)
 
 
 class ReportTimer:

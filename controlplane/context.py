@@ -18,6 +18,7 @@ from controlplane.grants import GrantBook
 from controlplane.loop_lag import LoopLag
 from controlplane.middleware import actor_of
 from controlplane.principals import Directory
+from controlplane.renders import Renders
 from controlplane.report_pace import ReportPace
 from controlplane.shared_reports import ReportStream
 from controlplane.state import LiveState
@@ -25,6 +26,7 @@ from controlplane.store import AuditInfo, Change, Reader, Store
 from protocol import PolicySet
 
 VERSION_HEADER = "X-Policy-Version"
+STATE_SHARE = 0.1   # of a core: what rendering the views that grow with participants x limits may take, together
 IGNORED_HEADER = "X-Ignored-Fields"
 
 
@@ -39,6 +41,8 @@ class Context:
     lag: LoopLag = field(default_factory=LoopLag)   # how far behind the loop is (controlplane.loop_lag)
     # replicas: accepted reports and goodbyes passed to the others through Redis (controlplane.shared_reports)
     reports: ReportStream | None = None
+    # the big /v1/state/* views, rendered on the loop and held to a share of a core (controlplane.renders)
+    views: Renders = field(default_factory=lambda: Renders(share=STATE_SHARE))
     started_monotonic: float = field(default_factory=time.monotonic)
     given_up: int = 0   # reports not worked on: they waited longer than their senders wait (api_participant)
     _cache: PolicySet | None = None

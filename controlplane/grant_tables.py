@@ -114,8 +114,11 @@ class GrantTable(Protocol):
         from) and keep what it did; (its result, ``learning_until``): a shared store's learning-until time
         (``on_fresh()`` for a fresh store), None for one process's table (the book's own holds)."""
 
-    def read(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
-        """Run ``fn`` on every limit, read-only."""
+    def read(self, fn: Callable[[dict[str, Any]], Any], keys: Iterable[str] | None = None) -> Any:
+        """Run ``fn`` on every limit (those of ``keys`` that exist, when given), read-only."""
+
+    def keys(self) -> list[str]:
+        """Every limit's key, sorted."""
 
     def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
         """Run ``fn`` on every limit and keep what it did."""
@@ -133,9 +136,15 @@ class MemoryTable:
         with self._lock:
             return fn(self._limits, None), None
 
-    def read(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
+    def read(self, fn: Callable[[dict[str, Any]], Any], keys: Iterable[str] | None = None) -> Any:
         with self._lock:
-            return fn(self._limits)
+            if keys is None:
+                return fn(self._limits)
+            return fn({k: self._limits[k] for k in keys if k in self._limits})
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return sorted(self._limits)
 
     def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
         return self.read(fn)
@@ -224,11 +233,15 @@ class RedisTable:
         head = len(self._key(""))
         return sorted(name.decode()[head:] for name in self._redis.scan_iter(match=self._key("*"), count=1000))
 
-    def read(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
+    def read(self, fn: Callable[[dict[str, Any]], Any], keys: Iterable[str] | None = None) -> Any:
         with self._store():
-            keys = self._all_keys()
-            blobs = self._redis.mget([self._key(k) for k in keys]) if keys else []
-        return fn(self._loaded(keys, blobs))
+            names = self._all_keys() if keys is None else list(keys)
+            blobs = self._redis.mget([self._key(k) for k in names]) if names else []
+        return fn(self._loaded(names, blobs))
+
+    def keys(self) -> list[str]:
+        with self._store():
+            return self._all_keys()
 
     def edit_all(self, fn: Callable[[dict[str, Any]], Any], on_fresh: Callable[[], float]) -> Any:
         with self._store():

@@ -321,18 +321,26 @@ class GrantBook:
             for key, w in sorted(book.items())})
         return {"learning": now < self.learning_until, "limits": limits}
 
-    def shares(self, holders: dict[str, Iterable[str]], policies: PolicySet) -> dict[str, dict[str, Any]]:
+    def limit_keys(self) -> list[str]:
+        """Every limit the book holds a window of, sorted."""
+        return self._table.keys()
+
+    def shares(self, holders: dict[str, Iterable[str]], policies: PolicySet,
+               keys: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         """Read-only, for every shared limit in ``holders`` (limit key -> the participants to look up) and every one
-        in the book: its limit per second per dimension (None: unlimited, or not a shared limit), the window, the
+        in the book -- or for those of ``keys`` only, when given (a view reads the book a few limits at a time,
+        ``controlplane.views``): its limit per second per dimension (None: unlimited, or not a shared limit), the window, the
         tokens granted in it, how many asked, and per participant looked up what it was granted in the window and
         its max-min fair rate by the wanted rates (0 when it did not ask in the window; None when unlimited). A
         limit nobody asked about has no window (``windowSeconds`` None), nor any share."""
         view = self._policy_view(policies)
         now = self._clock()
 
+        wanted = None if keys is None else sorted(keys)
+
         def read(limits: dict[str, _Limit]) -> dict[str, dict[str, Any]]:
             out: dict[str, dict[str, Any]] = {}
-            for key in sorted({*holders, *limits}):
+            for key in sorted({*holders, *limits}) if wanted is None else wanted:
                 level, direction, name = parse_limit_key(key)
                 try:
                     limit = view.limit(Level(level), direction, name)
@@ -367,7 +375,7 @@ class GrantBook:
                 out[key] = entry
             return out
 
-        return self._table.read(read)
+        return self._table.read(read, wanted)
 
 
 def _own_moment_in_s(holder: str, apart_s: float, now: float) -> float:

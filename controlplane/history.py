@@ -217,14 +217,25 @@ class History:
 
     def view(self, now: float, level: str | None, name: str | None, seconds: float) -> dict[str, Any]:
         """The points of the last ``seconds``, per limiter (of ``level`` and ``name`` when given)."""
+        return {**self.frame(seconds), "series": self.series_of(self.keys(level, name), now, seconds)}
+
+    def keys(self, level: str | None, name: str | None) -> list[Key]:
+        """The limiters with a series (of ``level`` and ``name`` when given), sorted."""
+        return sorted(k for k in self.series if (level is None or k[0] == level) and (name is None or k[2] == name))
+
+    def frame(self, seconds: float) -> dict[str, float]:
+        # (the slots' length now: what a point of the series covers, and what live rates average over several of)
+        return {"intervalSeconds": self.interval_s * self._width, "windowSeconds": seconds}
+
+    def series_of(self, keys: list[Key], now: float, seconds: float) -> list[dict[str, Any]]:
+        """The points of the last ``seconds`` of each of ``keys`` that has any (a view read a step at a time)."""
         first = int((now - seconds) // self.interval_s)
         last = int(now // self.interval_s) - (self.reach_slots - 1)   # (newer ones: not everyone reported yet)
         series = []
-        for (lv, kind, nm), slots in sorted(self.series.items()):
-            if (level is not None and lv != level) or (name is not None and nm != name):
-                continue
+        for key in keys:
+            lv, kind, nm = key
             points = []
-            for s in slots:
+            for s in self.series.get(key, ()):
                 end = s.index + (self._width if s.index >= self._grid_start else 1) - 1   # its last base slot
                 if end < first or end > last:
                     continue
@@ -236,5 +247,4 @@ class History:
                 points.append(point)
             if points:
                 series.append({"level": lv, "kind": kind, "name": nm, "points": points})
-        # (the slots' length now: what a point of the series covers, and what live rates average over several of)
-        return {"intervalSeconds": self.interval_s * self._width, "windowSeconds": seconds, "series": series}
+        return series

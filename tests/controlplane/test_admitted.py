@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from controlplane import views
+from controlplane import shown, views
 from controlplane.admitted import MIN_SPAN_S, SPAN_S, Span, admitted_per_s, advance, mark
 from controlplane.grants import GrantBook
 from controlplane.state import LiveState
@@ -85,7 +85,7 @@ def test_a_steady_hundred_a_second_in_batches_of_ten_reads_steady_where_each_int
         if clock.t - start < 12:
             continue
         raw.append(sum(u.usage_msgs_per_s for u in live.shared_usage()[KEY].values()))
-        doc: SharedState = views.shared(live, ps, book.shares, False)
+        doc: SharedState = views.shared(live, ps, book, False)
         [limit] = doc.limits
         shown.append(limit.usageMsgsPerSecond)
         assert status(limit)[0] == "ok", limit   # neither over the limit nor stranded, as the counters say
@@ -99,7 +99,7 @@ def test_a_steady_hundred_a_second_in_batches_of_ten_reads_steady_where_each_int
 
 
 def test_the_demand_shown_is_the_usage_shown_times_the_factor_reported() -> None:
-    demand = views._demand
+    demand = shown._demand
     assert demand(19.5, 16.0, 320.0) == pytest.approx(390.0)   # paused 95 %: 20 x what it admits
     assert demand(12.4, 16.0, 16.04) == pytest.approx(12.431)   # hardly held: about its usage
     assert demand(5.0, 0.0, 40.0) == 40.0                       # starved in its last interval: as it asked

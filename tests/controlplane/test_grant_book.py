@@ -622,3 +622,25 @@ def test_a_micro_batch_worker_with_a_batch_in_hand_is_granted_it_and_its_debt_in
 def test_an_ask_that_says_a_batch_of_no_number_is_refused_with_what_is_allowed() -> None:
     with pytest.raises(ValidationError, match=r"coming_msgs[\s\S]*must be >= 0, got -5"):
         GrantAsk(level="topic", name="a/b/c", direction="publish", wants_msgs=1, coming_msgs=-5)
+
+
+def test_the_shares_of_some_limits_are_the_shares_of_all_restricted_to_them() -> None:
+    # a view reads the book a few limits at a time (controlplane.views.shared_steps)
+    clock = ManualClock()
+    book = GrantBook(0.25, clock=clock.now_s)
+    ps = PolicySet(version=1, resourceGroups={f"rg{i}": ResourceGroup(publishRateInMsgs=100.0 * (i + 1))
+                                              for i in range(5)})
+    for i in range(4):
+        for pid in ("a", "b"):
+            book.answer(pid, [GrantAsk(level="resource_group", name=f"rg{i}", direction="publish",
+                                       wants_msgs=30.0 * (i + 1), rate_msgs_per_s=100.0 * (i + 1))], ps)
+        clock.advance(0.05)
+    keys = [f"resource_group:publish:rg{i}" for i in range(5)]
+    assert book.limit_keys() == keys[:4]
+    holders = {key: ["a", "b", "c"] for key in keys}
+    whole = book.shares(holders, ps)
+    some = book.shares({k: holders[k] for k in keys[1:]}, ps, keys=keys[1:])
+    assert set(some) == set(keys[1:])
+    assert all(some[k] == whole[k] for k in some)
+    assert some["resource_group:publish:rg1"]["holders"]["a"]["msgs"]["granted"] > 0
+    assert some["resource_group:publish:rg4"]["windowSeconds"] is None   # nobody asked: no window

@@ -58,6 +58,13 @@ def test_replicas_on_one_redis_answer_exactly_as_one_book(url: str) -> None:
         assert shared == alone, f"step {step}"
         clock.advance(0.05)
     assert replicas[2].view() == one.view()
+    # a view reads the book a few limits at a time: the same from Redis as from one process
+    assert replicas[1].limit_keys() == one.limit_keys() == [KEY]
+    holders = {KEY: ["p0", "p1", "p2", "p9"]}
+    assert replicas[2].shares(holders, POLICIES, keys=[KEY]) == one.shares(holders, POLICIES, keys=[KEY]) \
+        == one.shares(holders, POLICIES)
+    assert replicas[0].shares({}, POLICIES, keys=["resource_group:publish:other"]) == \
+        one.shares({}, POLICIES, keys=["resource_group:publish:other"])
 
 
 def test_concurrent_edits_through_two_tables_lose_no_update(url: str) -> None:

@@ -195,3 +195,27 @@ def test_a_full_history_looks_for_limiters_to_forget_once_a_slot_not_once_a_new_
     clock.t += 1.0
     live.ingest(report_at(clock, pid="a", seq=2, counters=counters))
     assert len(passes) == 2                                          # the next slot may free some: one more pass
+
+
+def test_the_history_read_a_few_limiters_at_a_time_is_the_history_read_at_once() -> None:
+    clock = FakeClock(1000.0)
+    live = LiveState(1.0, clock)
+    names = [f"t/n/x{i}" for i in range(5)]
+    for step in range(6):
+        for pid in ("a", "b"):
+            live.ingest(report_at(clock, pid=pid, seq=step + 1, counters=[
+                {"level": "topic", "name": n, "kind": "publish", "admitted_msgs_total": 100.0 * step * (i + 1),
+                 "throttle_time_seconds_total": 0.0, "throttled_count": 0} for i, n in enumerate(names)]))
+        clock.t += 1.0
+    steps = live.history_steps(level="topic", per_step=2)
+    pauses = 0
+    while True:
+        try:
+            assert next(steps) is None
+            pauses += 1
+        except StopIteration as done:
+            view = done.value
+            break
+    assert pauses == 3 and view == live.history(level="topic")
+    assert [s["name"] for s in view["series"]] == names and len(view["series"][0]["points"]) >= 3
+    assert views.run(live.history_steps(name="t/n/x3")) == live.history(name="t/n/x3")

@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from controlplane.scrapes import FRESH_BELOW_CPU_S, SEND_BYTES, Scrapes
+from controlplane.renders import FRESH_BELOW_CPU_S, SEND_BYTES
+from controlplane.scrapes import Scrapes
 from metrics.collector import STEP_ENTRIES
 from metrics.exposition import pieces
 
@@ -89,7 +90,7 @@ def test_the_endpoint_text_is_the_registry_text_and_the_loop_runs_between_pieces
 
         worker = asyncio.create_task(other_work())
         await asyncio.sleep(0)
-        chunks = [chunk async for chunk in Scrapes(env.collector).text()]
+        chunks = [chunk async for chunk in await Scrapes(env.collector).text()]
         done.set()
         await worker
         return b"".join(chunks), ticks, len(chunks)
@@ -103,7 +104,7 @@ def test_the_endpoint_text_is_the_registry_text_and_the_loop_runs_between_pieces
 
 def scrape(scrapes: Scrapes) -> tuple[bytes, int]:
     async def read() -> list[bytes]:
-        return [chunk async for chunk in scrapes.text()]
+        return [chunk async for chunk in await scrapes.text()]
     chunks = asyncio.run(read())
     return b"".join(chunks), len(chunks)
 
@@ -124,18 +125,18 @@ def test_a_costly_render_is_handed_out_again_until_rendering_anew_keeps_to_the_s
     now = [100.0]
     scrapes = Scrapes(env.collector, share=0.1, clock=lambda: now[0], cpu_clock=CpuClock(0.001))
     first, _ = scrape(scrapes)
-    cost_s = scrapes.last.cpu_s
-    assert cost_s >= FRESH_BELOW_CPU_S and scrapes.last.started_s == 100.0 and scrapes.last.text == first
+    cost_s = scrapes.latest.cpu_s
+    assert cost_s >= FRESH_BELOW_CPU_S and scrapes.latest.started_s == 100.0 and scrapes.latest.text == first
     env.advance(1.0)
     env.send(report(env, "w0", 2, counters=[counters(name="acme/web/new", throttled=1)]))
     now[0] += 0.9 * cost_s / 0.1
     again, chunks = scrape(scrapes)
     assert again == first and chunks == -(-len(first) // SEND_BYTES)   # as it was, in pieces
-    assert scrapes.last.started_s == 100.0
+    assert scrapes.latest.started_s == 100.0
     now[0] = 100.0 + 1.01 * cost_s / 0.1
     fresh, _ = scrape(scrapes)
     assert fresh != first and b'name="acme/web/new"' in fresh and fresh == generate_latest(env.registry)
-    assert scrapes.last.started_s == now[0]
+    assert scrapes.latest.started_s == now[0]
 
 
 def test_a_cheap_render_is_never_reused(make_env) -> None:
@@ -143,7 +144,7 @@ def test_a_cheap_render_is_never_reused(make_env) -> None:
     env.send(report(env, "w0", 1, counters=[counters(throttled=1)]))
     scrapes = Scrapes(env.collector, share=0.1, clock=lambda: 100.0, cpu_clock=CpuClock(0.0001))
     first, _ = scrape(scrapes)
-    assert scrapes.last.cpu_s < FRESH_BELOW_CPU_S
+    assert scrapes.latest.cpu_s < FRESH_BELOW_CPU_S
     env.advance(1.0)
     env.send(report(env, "w0", 2, counters=[counters(throttled=5)]))
     second, _ = scrape(scrapes)
