@@ -38,12 +38,18 @@ How the load is made, and why this way
   (5 s), on a connection of its own (``_scraper``). Without it the figures were those of a control plane nobody
   watched: at 1,000 participants of 100 limits a scrape of 4.7 MB took the core for 1.2-1.6 s, and the reports
   that came meanwhile took the p99 from 36 ms to 723 ms (since, ``controlplane.scrapes`` lets them in).
+- One cell has the dashboard open beside them as well: 1,000 participants of 100 shared limits (told up to 10 s, as
+  the scale curve's cell), and every ``THROTTLESCOPE_DASHBOARD_REFRESH`` (2 s) the seven ``/v1/state/*`` views the
+  live pages read (``_dashboard_reader``). Those views grow with participants x limits (21.7 MB of buckets and
+  28.6 MB of shares there), and built on worker threads they took the reports' p99 to 1.2 s (since, every view
+  is built a step at a time on the event loop: ``controlplane.renders``).
 - A warm-up (connections opened, staggered, and a few rounds of reports) precedes the measured window.
 - The generator's own garbage collector runs under the control plane's policy (``controlplane.heap``): its record
   of answers grows through the run, and CPython's full collections over it paused every participant 30-130 ms
   every 40 s or so, which read as the control plane's latency.
 
-Run: ``python -m benchmarks --only load`` (``--quick``: 200 participants x 10 s), or
+Run: ``python -m benchmarks --only load`` (``--quick``: 200 participants x 10 s; the dashboard's cell 200 of 10
+limits), or
 ``python -m benchmarks.bench_load [--quick] [--participants N] [--duration S]``.
 ``benchmarks/bench_churn.py`` reuses the process helpers below.
 """
@@ -78,6 +84,7 @@ from collectors.grants import DEFAULT_CHUNK_S, SOONEST_RETRY_S
 from controlplane.ask_pace import ASKS_BUDGET_PER_S
 from controlplane.heap import HeapFreezer
 from controlplane.launcher import end, env_without_settings, free_port, spawn
+from dashboard.config import DEFAULT_REFRESH_S
 from protocol import report_timeout_s
 
 from .common import percentile, row
@@ -95,6 +102,11 @@ ANSWER_TIMEOUT_S = 5.0
 SETTLE_MAX_S = 90.0      # the longest a warm-up waits, past its own length, for the report interval to settle
 START_TIMEOUT_S = 30.0
 SCRAPE_TIMEOUT_S = 60.0
+# what the dashboard's live pages read (dashboard.data: the overview, buckets, limits, fairness, resource groups and
+# adaptive pages between them)
+DASHBOARD_VIEWS = ("/v1/state/participants", "/v1/state/buckets", "/v1/state/queues", "/v1/state/resourcegroups",
+                   "/v1/state/shared", "/v1/state/history", "/v1/state/adaptive")
+DASHBOARD_LIMITS = 100   # shared limits a participant reports in the dashboard's cell
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -415,6 +427,22 @@ async def _scraper(port: int, every_s: float, end: Until, took: list[tuple[float
                 took.append((start, math.nan))
 
 
+async def _dashboard_reader(port: int, every_s: float, end: Until, took: list[tuple[float, float]]) -> None:
+    """The dashboard's live pages: every ``every_s``, each of ``DASHBOARD_VIEWS`` in turn on a connection of its
+    own, as ``dashboard.data`` reads them; ``took``: (when, how long) of each round of the seven (nan: one failed)."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=SCRAPE_TIMEOUT_S,
+                                 headers={"Authorization": f"Bearer {ADMIN}"}) as client:
+        while time.monotonic() + every_s < end.at:
+            await asyncio.sleep(every_s)
+            start = time.monotonic()
+            try:
+                for path in DASHBOARD_VIEWS:
+                    (await client.get(path)).raise_for_status()
+                took.append((start, time.monotonic() - start))
+            except httpx.HTTPError:
+                took.append((start, math.nan))
+
+
 async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head[9:12])
@@ -426,7 +454,7 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 async def _run_load(port: int, participants: int, interval_s: float, warmup_s: float, duration_s: float,
                     cp_pid: int, limits: int = 1, usage_map: bool = True, asking: bool = False,
-                    settle_s: float = 0.0, scrape_s: float = 5.0
+                    settle_s: float = 0.0, scrape_s: float = 5.0, dashboard_s: float | None = None
                     ) -> tuple[Load, Load, list[list[tuple[float, float]]], dict[str, float]]:
     load, asks = Load(), Load()
     granted: list[list[tuple[float, float]]] = [[] for _ in range(math.ceil(participants / GROUP))]   # per job
@@ -440,6 +468,9 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
              for i in range(participants)]
     scrapes: list[tuple[float, float]] = []
     tasks.append(asyncio.create_task(_scraper(port, scrape_s, end, scrapes)))
+    reads: list[tuple[float, float]] = []
+    if dashboard_s is not None:
+        tasks.append(asyncio.create_task(_dashboard_reader(port, dashboard_s, end, reads)))
     if asking:   # (first asks spread over a chunk's time, apart from the reports')
         tasks += [asyncio.create_task(_asker(i, port, t0 + connect_spread + DEFAULT_CHUNK_S * (i + 0.5) / participants,
                                              end, asks, t0 + connect_spread * i / participants, granted[i // GROUP]))
@@ -459,9 +490,12 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
         each.samples = [s for s in each.samples if measure_from <= s.due < end.at]
     granted = [[(t, n) for t, n in job if measure_from <= t < end.at] for job in granted]
     scraped = [took for at, took in scrapes if measure_from <= at < end.at]
+    read = [took for at, took in reads if measure_from <= at < end.at]
     return load, asks, granted, {"cp_cpu_pct": 100 * (cpu1 - cpu0) / wall, "gen_cpu_pct": 100 * (gen1 - gen0) / wall,
                   "scrapes": len(scraped), "scrapes_failed": sum(math.isnan(t) for t in scraped),
                   "scrape_max_ms": 1000 * max((t for t in scraped if not math.isnan(t)), default=math.nan),
+                  "dashboard_reads": len(read), "dashboard_reads_failed": sum(math.isnan(t) for t in read),
+                  "dashboard_max_ms": 1000 * max((t for t in read if not math.isnan(t)), default=math.nan),
                   "rss_start_mb": mem0["VmRSS"] / 1024, "rss_end_mb": mem1["VmRSS"] / 1024,
                   "hwm_mb": mem1["VmHWM"] / 1024, "window_s": wall, "warmed_s": measure_from - t0}
 
@@ -493,14 +527,15 @@ def _server_mean_ms(cp: ControlPlaneProcess) -> float:
 
 def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmup_s: float | None = None,
             limits: int = 1, usage_map: bool = True, asking: bool = False, settle_s: float = 0.0,
-            scrape_s: float | None = None) -> dict[str, Any]:
+            scrape_s: float | None = None, dashboard_s: float | None = None) -> dict[str, Any]:
     """Run the load against a fresh control plane; the raw figures (see the module essay). ``limits``: shared
     limits a participant reports; ``usage_map``: whether its reports ask for the usage map (see
     ``_report_template``); ``asking``: each participant also asks for grants at its limit's ceiling (``_asker``);
     ``settle_s``: the warm-up goes on until no participant was told a new report interval, or backed off after a
     failed report, for this long (the control plane stretches it under load: ``controlplane.report_pace``), at
     most ``SETTLE_MAX_S`` more; ``scrape_s``: Prometheus's scrape interval (``_scraper``; default: as shipped,
-    ``scrape_every_s``)."""
+    ``scrape_every_s``); ``dashboard_s``: how often the dashboard's live views are read (``_dashboard_reader``;
+    None: nobody has the dashboard open)."""
     scrape_s = scrape_s if scrape_s is not None else scrape_every_s()
     warmup_s = warmup_s if warmup_s is not None else min(5.0, 2.0 + participants / 500)
     load_before = os.getloadavg()[0]
@@ -520,7 +555,7 @@ def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmu
         try:
             load, asks, granted, usage = asyncio.run(_run_load(cp.port, participants, interval_s, warmup_s,
                                                                duration_s, cp.pid, limits, usage_map, asking,
-                                                               settle_s, scrape_s))
+                                                               settle_s, scrape_s, dashboard_s))
         finally:
             freezer.stop()
         server_ms = _server_mean_ms(cp)
@@ -534,7 +569,8 @@ def measure(participants: int, duration_s: float, interval_s: float = 1.0, warmu
             "ok_at_told": accepted_at_told(load.samples, told_s),
             "errors": dict(load.errors), "p50_ms": 1000 * percentile(answered, 50),
             "p99_ms": 1000 * percentile(answered, 99), "max_ms": 1000 * answered[-1] if answered else math.nan,
-            "server_mean_ms": server_ms, "loadavg_before": load_before, "scrape_s": scrape_s, **usage,
+            "server_mean_ms": server_ms, "loadavg_before": load_before, "scrape_s": scrape_s,
+            "dashboard_s": dashboard_s, **usage,
             **_asks_of(asks, granted, duration_s, asking)}
 
 
@@ -574,10 +610,22 @@ def scrapes_note(m: dict[str, Any]) -> str:
             f"window{longest}{failed}")
 
 
+def dashboard_note(m: dict[str, Any]) -> str:
+    """What the dashboard's reads beside the load did (``_dashboard_reader``); empty when nobody read."""
+    if m.get("dashboard_s") is None:
+        return ""
+    failed = f", {m['dashboard_reads_failed']} failed" if m["dashboard_reads_failed"] else ""
+    longest = f", the longest {m['dashboard_max_ms']:.0f} ms" if m["dashboard_reads"] > m["dashboard_reads_failed"] \
+        else ""
+    return (f"; the dashboard's {len(DASHBOARD_VIEWS)} live views read every {m['dashboard_s']:g} s beside: "
+            f"{m['dashboard_reads']} rounds{failed}{longest}; told {m['told_s']:g} s")
+
+
 def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
     asking = m.get("asking", False)
     what = f"{m['participants']:,} participants x {m['duration_s']:g} s" + (
-        ", asking for grants at their limits' ceiling" if asking else "")
+        ", asking for grants at their limits' ceiling" if asking else "") + (
+        f", {m['limits']} limits each, the dashboard open" if m.get("dashboard_s") is not None else "")
     p99 = m["p99_ms"]
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(m["errors"].items())) or "none"
     ok_share = m["ok"] / m["expected"] if m["expected"] else math.nan
@@ -610,7 +658,7 @@ def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
         row(SECTION, f"{what}: report latency p50", m["p50_ms"], "ms", note="write -> whole answer read, loopback"),
         row(SECTION, f"{what}: report latency p99", p99, "ms", f"< {GOAL_P99_MS:g} ms",
             bool(p99 < GOAL_P99_MS), note=f"max {m['max_ms']:.1f} ms; server-side handling mean "
-                                          f"{m['server_mean_ms']:.2f} ms; {scrapes_note(m)}"),
+                                          f"{m['server_mean_ms']:.2f} ms; {scrapes_note(m)}{dashboard_note(m)}"),
         row(SECTION, f"{what}: reports answered and accepted", ok_share, "of due",
             f">= {due_floor / m['expected']:.3f}" if m["expected"] else ">= 0.999", bool(m["ok_at_told"] >= due_floor),
             note=f"{m['ok']:,} of {m['expected']:,.0f} due; errors: {errors}"),
@@ -634,6 +682,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     for asking in ((200,) if quick else (1000, 500, 400)):   # every job's limit at its ceiling: reports and asks
         # (their reports without the usage map, as the project's participants send them: collectors.report_builder)
         rows += rows_of(measure(asking, 10.0 if quick else 30.0, usage_map=False, asking=True))
+    # the dashboard's live pages open beside a large fleet (settled at the interval the control plane tells)
+    rows += rows_of(measure(200 if quick else 1000, 10.0 if quick else 20.0, limits=10 if quick else DASHBOARD_LIMITS,
+                            usage_map=False, settle_s=12.0, dashboard_s=DEFAULT_REFRESH_S))
     return rows
 
 

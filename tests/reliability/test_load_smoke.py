@@ -34,6 +34,16 @@ def test_the_curve_s_reports_of_many_limits_are_accepted_with_prometheus_scrapin
     assert "a /metrics scrape every 0.4 s beside" in rows_of(m)[1]["note"]
 
 
+def test_the_dashboard_s_reads_beside_the_load_are_answered_and_the_rows_say_so() -> None:
+    m = measure(participants=20, duration_s=2.0, warmup_s=1.0, limits=30, usage_map=False, dashboard_s=0.3)
+    assert m["sent"] == m["expected"] == 40 and m["ok"] == 40 and not m["errors"], m
+    assert m["dashboard_reads"] >= 3 and m["dashboard_reads_failed"] == 0 and 0 < m["dashboard_max_ms"] < 5000, m
+    rows = rows_of(m)
+    assert all("30 limits each, the dashboard open" in r["name"] for r in rows)
+    assert "the dashboard's 7 live views read every 0.3 s beside" in rows[1]["note"]
+    assert "dashboard" not in rows_of({**m, "dashboard_s": None})[1]["note"]
+
+
 def test_participants_that_also_ask_for_grants_follow_the_answers_and_the_rows_say_so() -> None:
     m = measure(participants=20, duration_s=2.0, warmup_s=1.0, usage_map=False, asking=True)
     assert m["ok"] == 40 and m["asks_sent"] == m["asks_ok"] > 0 and not m["ask_errors"], m
