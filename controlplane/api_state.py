@@ -79,16 +79,18 @@ async def queues(ctx: Ctx) -> Response:
                         "of what the grant holders leave.")
 async def resource_groups(ctx: Ctx) -> Response:
     ps = ctx.policies()
-    return await _stepwise(ctx, ("resourcegroups", ps.version), lambda: views.resource_group_steps(ctx.live, ps, ctx.grants))
+    return await _stepwise(ctx, ("resourcegroups", ps.version),
+                           lambda: views.resource_group_steps(ctx.live, ps, ctx.grants))
 
 
 @router.get("/v1/state/history", response_model=HistoryState,
             summary="Per limiter, the last minutes at report resolution (in memory)")
 async def history(ctx: Ctx,
-            level: Annotated[str | None, Query(pattern="^(" + "|".join(LEVEL_ORDER) + ")$")] = None,
-            name: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
-            seconds: Annotated[float, Query(gt=0, le=HISTORY_S)] = HISTORY_S) -> Response:
-    return await _stepwise(ctx, ("history", level, name, seconds), lambda: ctx.live.history_steps(level, name, seconds))
+                  level: Annotated[str | None, Query(pattern="^(" + "|".join(LEVEL_ORDER) + ")$")] = None,
+                  name: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+                  seconds: Annotated[float, Query(gt=0, le=HISTORY_S)] = HISTORY_S) -> Response:
+    return await _stepwise(ctx, ("history", level, name, seconds),
+                           lambda: ctx.live.history_steps(level, name, seconds))
 
 
 @router.get("/v1/state/shared", response_model=SharedState,
@@ -100,7 +102,7 @@ async def history(ctx: Ctx,
 async def shared(ctx: Ctx) -> Response:
     ps = ctx.policies()
     return await _stepwise(ctx, ("shared", ps.version),
-                     lambda: views.shared_steps(ctx.live, ps, ctx.grants, ctx.grants.learning))
+                           lambda: views.shared_steps(ctx.live, ps, ctx.grants, ctx.grants.learning))
 
 
 @router.get("/v1/state/adaptive", response_model=AdaptiveTraceState,

@@ -327,15 +327,14 @@ class GrantBook:
 
     def shares(self, holders: dict[str, Iterable[str]], policies: PolicySet,
                keys: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
-        """Read-only, for every shared limit in ``holders`` (limit key -> the participants to look up) and every one
-        in the book -- or for those of ``keys`` only, when given (a view reads the book a few limits at a time,
-        ``controlplane.views``): its limit per second per dimension (None: unlimited, or not a shared limit), the window, the
-        tokens granted in it, how many asked, and per participant looked up what it was granted in the window and
-        its max-min fair rate by the wanted rates (0 when it did not ask in the window; None when unlimited). A
-        limit nobody asked about has no window (``windowSeconds`` None), nor any share."""
+        """Read-only, for every shared limit in ``holders`` (limit key -> the participants to look up) and every one in
+        the book -- or for those of ``keys`` only, when given (a view reads the book a few limits at a time,
+        ``controlplane.views``): its limit per second per dimension (None: unlimited, or not a shared limit), the
+        window, the tokens granted in it, how many asked, and per participant looked up what it was granted in the
+        window and its max-min fair rate by the wanted rates (0 when it did not ask in the window; None when
+        unlimited). A limit nobody asked about has no window (``windowSeconds`` None), nor any share."""
         view = self._policy_view(policies)
         now = self._clock()
-
         wanted = None if keys is None else sorted(keys)
 
         def read(limits: dict[str, _Limit]) -> dict[str, dict[str, Any]]:

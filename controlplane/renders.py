@@ -13,16 +13,16 @@ sending each piece as it comes and letting the loop answer what came in between.
 
 At most so often
 ----------------
-A render's CPU grows with the state, and its readers poll at their own pace (Prometheus every 5 s, a dashboard
-page every 2 s), so rendering is held to ``share`` of a core for all the keys of one ``Renders`` together: a
-render that took ``cpu_s`` of the loop's CPU (``cpu_clock``, the thread's own, summed over its steps) is handed out
-again, as it was, until ``started_s + costly_cpu_s / share``, where ``costly_cpu_s`` sums the last render's CPU of
-every key read in the last ``FORGET_AFTER_S``. With one key that is ``cpu_s / share`` -- a scrape that took 0.7 s
-is rendered anew every 7 s at most; with two (buckets at 0.5 s and shared at 0.6 s, say) each is rendered anew
-every 11 s at most, and the two together keep to the share however the reads interleave (a budget taken by whoever
-came first would starve the key a page always reads second). A render under ``FRESH_BELOW_CPU_S`` (50 ms: the
-demo's take a few) is never reused, nor counted: a read right after a report shows it. A reused answer says how
-old it is (``Answer.age_s``; the endpoints send it as HTTP's ``Age`` header).
+A render's CPU grows with the state, and its readers poll at their own pace (Prometheus every 5 s, a dashboard page
+every 2 s), so rendering is held to ``share`` of a core for all the keys of one ``Renders`` together: a render that
+took ``cpu_s`` of the loop's CPU (``cpu_clock``, the thread's own, summed over its steps) is handed out again, as it
+was, until ``started_s + costly_cpu_s / share``, where ``costly_cpu_s`` sums the last render's CPU of every key read
+in the last ``FORGET_AFTER_S``. With one key that is ``cpu_s / share`` -- a scrape that took 0.7 s is rendered anew
+every 7 s at most; with two (buckets at 0.5 s and shared at 1.1 s, as at 1,000 x 100) each is rendered anew every 16
+s at most, and the two together keep to the share however the reads interleave (a budget taken by whoever came first
+would starve the key a page always reads second). A render under ``FRESH_BELOW_CPU_S`` (50 ms: the demo's take a
+few) is never reused, nor counted: a read right after a report shows it. A reused answer says how old it is
+(``Answer.age_s``; the endpoints send it as HTTP's ``Age`` header).
 
 Not thread-safe: the renders are answered on the event loop.
 """

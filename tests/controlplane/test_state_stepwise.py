@@ -137,7 +137,8 @@ async def _tick(counter: list[int]) -> None:
         await asyncio.sleep(0)
 
 
-def test_every_state_view_answers_as_its_typed_view_and_the_big_ones_let_the_loop_run_at_every_pause(tmp_path: Path) -> None:
+def test_every_state_view_answers_as_its_typed_view_and_the_big_ones_let_the_loop_run_at_every_pause(
+        tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=tmp_path, report_interval_s=1.0), Tokens(admin=ADMIN, participant=PARTICIPANT))
     ctx = app.state.ctx
 
