@@ -70,7 +70,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -412,35 +412,32 @@ async def _asker(i: int, port: int, first_due: float, end: Until, load: Load, co
     await _send_every(port, connect_at, first_due, lambda: wait_s, end, load, request, wrong, from_answer=True)
 
 
-async def _scraper(port: int, every_s: float, end: Until, took: list[tuple[float, float]]) -> None:
-    """Prometheus as ``make run`` runs it: ``GET /metrics`` every ``every_s`` on a connection of its own, as long
-    as the participants send; ``took``: (when, how long) of each scrape (nan: it failed)."""
+async def _reader(port: int, paths: tuple[str, ...], every_s: float, end: Until,
+                  took: list[tuple[float, float]]) -> None:
+    """A reader beside the participants on a connection of its own: every ``every_s``, as long as they send, each of
+    ``paths`` in turn; ``took``: (when, how long) of each round (nan: one of it failed). Prometheus as ``make run``
+    runs it reads ``("/metrics",)`` (``_scraper``); the dashboard's live pages, ``DASHBOARD_VIEWS``, as
+    ``dashboard.data`` reads them (``_dashboard_reader``)."""
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=SCRAPE_TIMEOUT_S,
                                  headers={"Authorization": f"Bearer {ADMIN}"}) as client:
         while time.monotonic() + every_s < end.at:
             await asyncio.sleep(every_s)
             start = time.monotonic()
             try:
-                (await client.get("/metrics")).raise_for_status()
-                took.append((start, time.monotonic() - start))
-            except httpx.HTTPError:
-                took.append((start, math.nan))
-
-
-async def _dashboard_reader(port: int, every_s: float, end: Until, took: list[tuple[float, float]]) -> None:
-    """The dashboard's live pages: every ``every_s``, each of ``DASHBOARD_VIEWS`` in turn on a connection of its
-    own, as ``dashboard.data`` reads them; ``took``: (when, how long) of each round of the seven (nan: one failed)."""
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=SCRAPE_TIMEOUT_S,
-                                 headers={"Authorization": f"Bearer {ADMIN}"}) as client:
-        while time.monotonic() + every_s < end.at:
-            await asyncio.sleep(every_s)
-            start = time.monotonic()
-            try:
-                for path in DASHBOARD_VIEWS:
+                for path in paths:
                     (await client.get(path)).raise_for_status()
                 took.append((start, time.monotonic() - start))
             except httpx.HTTPError:
                 took.append((start, math.nan))
+
+
+def _scraper(port: int, every_s: float, end: Until, took: list[tuple[float, float]]) -> Coroutine[Any, Any, None]:
+    return _reader(port, ("/metrics",), every_s, end, took)
+
+
+def _dashboard_reader(port: int, every_s: float, end: Until,
+                      took: list[tuple[float, float]]) -> Coroutine[Any, Any, None]:
+    return _reader(port, DASHBOARD_VIEWS, every_s, end, took)
 
 
 async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
