@@ -180,6 +180,8 @@ class ReportPace:
         under half the goal (see the module essay)."""
         c = self.cpu_per_report_s or 0.0
         if wait_p99_s + c > self.p99_goal_s and busy >= QUEUE_SHARE:
+            if wait_p99_s <= 0:   # no wait measured: a report alone takes more than the goal; no cap shortens that
+                return
             busy = min(busy, 0.99)
             g = busy / (1 - busy) * max(0.0, self.p99_goal_s - c) / wait_p99_s
             self.cap = max(self.cap / 2, self.cap * g / (1 + g) / busy, LOWEST_CAP)

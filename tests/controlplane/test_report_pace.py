@@ -134,6 +134,16 @@ def test_a_long_wait_while_the_core_is_mostly_idle_is_not_the_reports_queue_and_
     assert window(clocks, unmeasured, 1000, 0.0042, reports=952) == 6.0 and unmeasured.wait_p99_s is None
 
 
+def test_reports_that_alone_take_longer_than_the_goal_while_the_loop_never_waited_are_still_told_an_interval(
+        ) -> None:
+    # ten participants of 5,000 limits: 130 ms of CPU a report, a busy core, and a window whose p99 wait read 0
+    # (once a ZeroDivisionError, and the report that ended the window answered 500)
+    clocks = Clocks()
+    pace = clocks.pace(cpu_share=0.8, waits=[0.0])
+    assert window(clocks, pace, 10, 0.13, reports=35) == 10.0   # the longest: its own CPU is over the goal
+    assert pace.wait_p99_s == 0.0 and pace.cap == 0.8          # and the queue's cap is left as it was
+
+
 def test_a_window_of_too_few_reports_takes_its_own_waits_so_the_next_window_reads_only_its_own() -> None:
     clocks = Clocks()
     taken: list[float] = []
