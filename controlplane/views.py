@@ -48,6 +48,7 @@ from protocol.state import (
 __all__ = ["participants", "participant_steps", "buckets", "bucket_steps", "queues", "queue_steps", "resource_groups",
            "resource_group_steps", "history", "shared", "shared_steps", "BookReader", "Steps", "run"]
 
+
 class BookReader(Protocol):
     """What ``shared`` reads of the grant book (``controlplane.grants.GrantBook``)."""
 
