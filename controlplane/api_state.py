@@ -63,8 +63,10 @@ async def participants(ctx: Ctx) -> Response:
 
 @router.get("/v1/state/buckets", response_model=BucketsState,
             summary="Latest bucket snapshots per level, per participant and summed")
-async def buckets(ctx: Ctx) -> Response:
-    return await _stepwise(ctx, "buckets", lambda: views.bucket_steps(ctx.live))
+async def buckets(ctx: Ctx, rows: Annotated[bool, Query(
+        description="false: the totals only, no row per participant (the rows grow with participants x limits: "
+                    "21.7 MB at 1,000 participants of 100 limits)")] = True) -> Response:
+    return await _stepwise(ctx, ("buckets", rows), lambda: views.bucket_steps(ctx.live, rows))
 
 
 @router.get("/v1/state/queues", response_model=QueuesState, summary="Latest fairness-queue snapshots (head first)")

@@ -44,7 +44,7 @@ from dashboard import rates
 from metrics.catalogue import BY_NAME
 from protocol import state as answers
 
-__all__ = ["Conn", "Unavailable", "Outcome", "History", "health", "participants", "buckets", "queues",
+__all__ = ["Conn", "Unavailable", "Outcome", "History", "health", "participants", "buckets", "bucket_totals", "queues",
            "resource_groups", "shared", "adaptive", "policies", "audit", "broker_values", "history", "current", "send",
            "clear_cache", "whoami", "refusal", "TTL_S", "PROMETHEUS_QUERIES", "STATE_MODELS", "rate_path",
            "resource_group_path", "attachment_path", "broker_setting_path", "mutation_quota_path"]
@@ -215,6 +215,14 @@ def _state_reader(model: type[Answer], doc: str) -> Callable[[Conn], Answer | Un
 
 participants = _state_reader(answers.ParticipantsState, "Live and recently departed participants.")
 buckets = _state_reader(answers.BucketsState, "The latest bucket snapshots per level, per participant and summed.")
+
+
+def bucket_totals(conn: Conn) -> answers.BucketsState | Unavailable:
+    """The bucket snapshots summed per limiter, without a row per participant: what the pages show (the rows are
+    21.7 MB at 1,000 participants of 100 limits, and parsing them took the dashboard 1.8 s of CPU a refresh)."""
+    return _get(conn, "/v1/state/buckets", (("rows", "false"),))
+
+
 queues = _state_reader(answers.QueuesState, "The latest fairness-queue snapshots (head first).")
 resource_groups = _state_reader(answers.ResourceGroupsState, "Per resource group: configured quota, attachments, "
                                 "per-participant usage, demand and allocation.")

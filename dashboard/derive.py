@@ -134,6 +134,9 @@ def limits_per_s(buckets: BucketsState, shared: SharedState | None = None) -> di
     at what its grants hand it, so the rates of participants that want less than their share sum to less than the
     limit: a topic limit of 50 read 32.3.)"""
     out: dict[Key, dict[str, float | None]] = {}
+    if not buckets.buckets:   # the totals only (data.bucket_totals): their sums of the limited rates per second
+        out = {(t.level, t.kind, t.name): {"msgs": t.msgs.ratePerSecond, "bytes": t.bytes.ratePerSecond}
+               for t in buckets.totals}
     for b in buckets.buckets:
         entry = out.setdefault((b.level, b.kind, b.name), {"msgs": None, "bytes": None})
         for dim, snap in (("msgs", b.msgs), ("bytes", b.bytes)):

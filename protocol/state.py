@@ -78,6 +78,8 @@ class DimensionTotal(LenientModel):
     tokens: float = 0.0
     rate: float = 0.0
     capacity: float = 0.0
+    ratePerSecond: float | None = Field(None, description="Summed over the participants whose bucket is limited "
+                                        "(rate > 0): rate / period_s; null when none is")
 
 
 class BucketTotal(LenientModel):
@@ -90,7 +92,7 @@ class BucketTotal(LenientModel):
 
 
 class BucketsState(LenientModel):
-    buckets: list[BucketRow]
+    buckets: list[BucketRow] = Field(description="Per participant and limiter (none when asked for the totals only)")
     totals: list[BucketTotal] = Field(description="Summed over the participants, per (level, kind, name)")
 
 

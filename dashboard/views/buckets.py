@@ -20,7 +20,7 @@ MAX_BUCKETS = 12
 
 def _live(levels: list[str], name: str, dim: str, window: int, only_limited: bool) -> None:
     conn = ui.conn()
-    buckets = ui.need(data.buckets(conn))
+    buckets = ui.need(data.bucket_totals(conn))
     history = ui.need(data.history(conn, window)) if buckets is not None else None
     if buckets is None or history is None:
         return

@@ -37,7 +37,7 @@ def _known(ps: dict, buckets: BucketsState | None) -> dict[str, list[str]]:
 
 
 def _editor(conn: data.Conn, ps: dict, refusal: editors.Refusal) -> None:
-    known = _known(ps, ui.need(data.buckets(conn)))
+    known = _known(ps, ui.need(data.bucket_totals(conn)))
     settings = ui.need(data.broker_values(conn))
     tabs = st.tabs(TABS)
     found: list[editors.Pending | None] = []

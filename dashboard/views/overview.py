@@ -66,7 +66,7 @@ def _live() -> None:
                 "overview.throttle")
     st.subheader("Most throttled targets")
     ui.table(top, "overview.top.table", empty="Nothing was throttled in the last 5 minutes.")
-    buckets = ui.need(data.buckets(conn))
+    buckets = ui.need(data.bucket_totals(conn))
     shared = ui.need(data.shared(conn))
     if buckets is not None:   # (a shared limit's line is the limit as configured, not its buckets' summed pace)
         rows = derive.admitted_vs_limit(history, buckets, shared=shared)

@@ -160,6 +160,8 @@ def test_every_state_view_answers_as_its_typed_view_and_the_big_ones_let_the_loo
                     got = await c.get(f"/v1/state/{path}", headers=admin)
                     assert got.status_code == 200 and got.headers["content-type"] == "application/json", got.text
                     out[path] = got.json()
+                totals = (await c.get("/v1/state/buckets", params={"rows": "false"}, headers=admin)).json()
+                out["bucket totals"] = totals
                 ps = ctx.policies()
                 for path, steps in (("buckets", lambda: views.bucket_steps(ctx.live)),
                                     ("shared", lambda: views.shared_steps(ctx.live, ps, ctx.grants, False)),
@@ -189,6 +191,11 @@ def test_every_state_view_answers_as_its_typed_view_and_the_big_ones_let_the_loo
         assert parsed == want and doc == want, path   # every field the model has, none it has not
     assert len(answers["buckets"]["buckets"]) == PARTICIPANTS * LIMITS
     assert [t["participants"] for t in answers["buckets"]["totals"]] == [PARTICIPANTS] * LIMITS
+    # the totals alone (what the dashboard's pages read): no row each, the same totals, with the limited rates
+    # per second summed (100 a participant)
+    assert answers["bucket totals"] == {"buckets": [], "totals": answers["buckets"]["totals"]}
+    assert {t["msgs"]["ratePerSecond"] for t in answers["bucket totals"]["totals"]} == {100.0 * PARTICIPANTS}
+    assert {t["bytes"]["ratePerSecond"] for t in answers["bucket totals"]["totals"]} == {None}
     shared = {limit["key"]: limit for limit in answers["shared"]["limits"]}
     assert len(shared) == LIMITS + 1 and len(shared["topic:publish:acme/web/t7"]["participants"]) == PARTICIPANTS
     assert shared["resource_group:publish:rg0"]["limitMsgsPerSecond"] == 500

@@ -80,6 +80,16 @@ def test_limits_are_rates_per_second_summed_over_participants() -> None:
         {"target": "topic a/b/c", "admitted msgs/s": 50.0, "limit msgs/s": 50.0, "use %": 100.0}]
 
 
+def test_the_totals_alone_give_the_limits_the_rows_give() -> None:
+    # what the pages read (data.bucket_totals): the totals' sums of the limited rates per second, no row each
+    totals = [{"level": "topic", "kind": "publish", "name": "a/b/c", "participants": 2,
+               "msgs": {"tokens": 5.0, "rate": 80.0, "capacity": 80.0, "ratePerSecond": 50.0}},
+              {"level": "broker", "kind": "publish", "name": "broker", "participants": 1}]
+    assert derive.limits_per_s(buckets(totals=totals)) == {
+        ("topic", "publish", "a/b/c"): {"msgs": 50.0, "bytes": None},
+        ("broker", "publish", "broker"): {"msgs": None, "bytes": None}}
+
+
 def test_a_shared_limit_is_shown_as_configured_not_as_its_buckets_pace() -> None:
     """Under grants each participant's bucket runs at what its grants hand it: two that want less than their
     shares of a topic limit of 50 sum to 32.3. The tables and the admitted-vs-limit chart show the 50."""
