@@ -40,10 +40,11 @@ How the load is made, and why this way
   that came meanwhile took the p99 from 36 ms to 723 ms (since, ``controlplane.scrapes`` lets them in).
 - One cell has the dashboard open beside them as well: 1,000 participants of 100 shared limits (told up to 10 s, as
   the scale curve's cell), and every ``THROTTLESCOPE_DASHBOARD_REFRESH`` (2 s) the seven ``/v1/state/*`` views the
-  live pages read (``_dashboard_reader``; the buckets' totals only, as ``dashboard.data.bucket_totals`` reads them).
-  Those views grow with participants x limits (21.7 MB of buckets' rows and 28.6 MB of shares there), and built
-  on worker threads they took the reports' p99 to 1.2 s (since, every view is built a step at a time on the event
-  loop: ``controlplane.renders``).
+  live pages read (``_dashboard_reader``; the buckets' totals and the shared limits' summary, as
+  ``dashboard.data.bucket_totals`` and ``shared_summary`` read them; the overview's read of its six charted limits'
+  participants, a few kB, is left out). Those views grow with participants x limits (21.7 MB of buckets' rows and
+  28.6 MB of shares there), and built on worker threads they took the reports' p99 to 1.2 s (since, every view is
+  built a step at a time on the event loop: ``controlplane.renders``).
 - A warm-up (connections opened, staggered, and a few rounds of reports) precedes the measured window.
 - The generator's own garbage collector runs under the control plane's policy (``controlplane.heap``): its record
   of answers grows through the run, and CPython's full collections over it paused every participant 30-130 ms
@@ -104,9 +105,10 @@ SETTLE_MAX_S = 90.0      # the longest a warm-up waits, past its own length, for
 START_TIMEOUT_S = 30.0
 SCRAPE_TIMEOUT_S = 60.0
 # what the dashboard's live pages read (dashboard.data: the overview, buckets, limits, fairness, resource groups and
-# adaptive pages between them)
+# adaptive pages between them; the overview's few charted limits with their participants left out)
 DASHBOARD_VIEWS = ("/v1/state/participants", "/v1/state/buckets?rows=false", "/v1/state/queues",
-                   "/v1/state/resourcegroups", "/v1/state/shared", "/v1/state/history", "/v1/state/adaptive")
+                   "/v1/state/resourcegroups", "/v1/state/shared?participants=false", "/v1/state/history",
+                   "/v1/state/adaptive")
 DASHBOARD_LIMITS = 100   # shared limits a participant reports in the dashboard's cell
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -101,10 +101,16 @@ async def history(ctx: Ctx,
                         "with the grants of POST /v1/grant: per participant its max-min fair rate and the tokens "
                         "granted to it in the last window; per limit the limit now ('unlimited' when not limited), "
                         "what was admitted and granted in all, and the utilisation (admitted / limit).")
-async def shared(ctx: Ctx) -> Response:
+async def shared(ctx: Ctx, participants: Annotated[bool, Query(
+        description="false: the summary per limit, no participant listed (participantCount says how many)")] = True,
+        key: Annotated[list[str] | None, Query(
+            description="Only these limits (repeat it for several): limit_key(level, direction, name)",
+            max_length=100)] = None) -> Response:
     ps = ctx.policies()
-    return await _stepwise(ctx, ("shared", ps.version),
-                           lambda: views.shared_steps(ctx.live, ps, ctx.grants, ctx.grants.learning))
+    only = None if key is None else tuple(sorted(set(key)))
+    return await _stepwise(ctx, ("shared", ps.version, participants, only),
+                           lambda: views.shared_steps(ctx.live, ps, ctx.grants, ctx.grants.learning, participants,
+                                                      only))
 
 
 @router.get("/v1/state/adaptive", response_model=AdaptiveTraceState,

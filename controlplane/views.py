@@ -30,7 +30,7 @@ from controlplane.shown import Shown, shown_steps
 from controlplane.state import HISTORY_S, LEVEL_ORDER, LiveState, Peer
 from controlplane.steps import STEP_ENTRIES, STEP_PEERS, Steps, run
 from metrics.allocation import ShareSource, allocations, shares
-from protocol import PolicySet, limit_key, parse_limit_key
+from protocol import MAX_NUMBER, PolicySet, limit_key, parse_limit_key
 from protocol.state import (
     UNLIMITED,
     AdaptiveTraceState,
@@ -124,8 +124,9 @@ def bucket_steps(live: LiveState, rows: bool = True) -> Steps[dict[str, Any]]:
                     sums["tokens"] += snap["tokens"]
                     sums["rate"] += snap["rate"]
                     sums["capacity"] += snap["capacity"]
-                    if snap["rate"] > 0:
-                        sums["ratePerSecond"] = (sums["ratePerSecond"] or 0.0) + snap["rate"] / snap["period_s"]
+                    if snap["rate"] > 0:   # (at most MAX_NUMBER: a huge rate over a short period overflowed)
+                        sums["ratePerSecond"] = min(MAX_NUMBER, (sums["ratePerSecond"] or 0.0)
+                                                    + snap["rate"] / snap["period_s"])
         done += len(peer.report.buckets)
         if done >= STEP_ENTRIES:
             done = 0
@@ -201,8 +202,8 @@ def _per_s(value: float | None, limit: float | None) -> float | str | None:
     return UNLIMITED if limit is None else value
 
 
-def _shared_limit(key: str, users: dict[str, Shown], grants: dict[str, Any]) -> dict[str, Any]:
-    """One ``SharedLimit``, as a JSON-ready dict."""
+def _shared_limit(key: str, users: dict[str, Shown], grants: dict[str, Any], listed: bool = True) -> dict[str, Any]:
+    """One ``SharedLimit``, as a JSON-ready dict (its participants listed when ``listed``)."""
     level, direction, name = parse_limit_key(key)
     holders, limit_m, limit_b = grants["holders"], grants["msgs"]["limitPerSecond"], grants["bytes"]["limitPerSecond"]
     people, mine_m, mine_b = [], 0.0, 0.0
@@ -211,6 +212,8 @@ def _shared_limit(key: str, users: dict[str, Shown], grants: dict[str, Any]) -> 
         m, b = held.get("msgs") or {}, held.get("bytes") or {}
         mine_m += m.get("granted") or 0.0
         mine_b += b.get("granted") or 0.0
+        if not listed:
+            continue
         people.append({"participantId": pid,
                        "demandMsgsPerSecond": u.demand_msgs_per_s, "usageMsgsPerSecond": u.usage_msgs_per_s,
                        "shareMsgsPerSecond": _per_s(m.get("fairPerSecond"), limit_m),
@@ -230,7 +233,7 @@ def _shared_limit(key: str, users: dict[str, Shown], grants: dict[str, Any]) -> 
                     f"granted{word}InWindow": _per_s(granted, limit),
                     f"granted{word}ToOthers": max(0.0, (granted or 0.0) - mine),
                     "utilisation" if dim == "msgs" else "utilisationBytes": None if limit is None else usage / limit})
-    out["participants"] = people
+    out["participants"], out["participantCount"] = people, len(users)
     return out
 
 
@@ -239,12 +242,19 @@ def _order(key: str) -> tuple[int, str, str]:
     return _level_rank(level), direction, name
 
 
-def shared_steps(live: LiveState, ps: PolicySet, book: BookReader, learning: bool) -> Steps[dict[str, Any]]:
+def shared_steps(live: LiveState, ps: PolicySet, book: BookReader, learning: bool, listed: bool = True,
+                 only: Iterable[str] | None = None) -> Steps[dict[str, Any]]:
     """``SharedState`` as JSON-ready dicts, a pause every ``STEP_ENTRIES`` entries: per shared limit any live
-    participant uses or the grant book holds, usage and demand from the usage index, shares and grants from
-    ``book`` (``GrantBook``), read a few limits at a time."""
+    participant uses or the grant book holds (those of ``only``, when given), usage and demand from the usage
+    index, shares and grants from ``book`` (``GrantBook``), read a few limits at a time; each limit's
+    participants listed when ``listed`` (the summary without: a page's table of limits does not need 100,000
+    participants' rows)."""
     usage = live.shared_usage()
     keys = sorted({*usage, *book.limit_keys()}, key=_order)
+    if only is not None:   # (and only their users' admitted rates read: a page's few limits cost it little)
+        wanted = set(only)
+        keys = [k for k in keys if k in wanted]
+        usage = {k: users for k, users in usage.items() if k in wanted}
     yield None
     shown = yield from shown_steps(live, usage)
     limits: list[dict[str, Any]] = []
@@ -256,14 +266,15 @@ def shared_steps(live: LiveState, ps: PolicySet, book: BookReader, learning: boo
             end += 1
         chunk = keys[start:end]
         grants = book.shares({k: list(usage[k]) for k in chunk if k in usage}, ps, keys=chunk)
-        limits.extend(_shared_limit(key, shown.get(key, {}), grants[key]) for key in chunk)
+        limits.extend(_shared_limit(key, shown.get(key, {}), grants[key], listed) for key in chunk)
         start = end
         yield None
     return {"policyVersion": ps.version, "learning": learning, "limits": limits}
 
 
-def shared(live: LiveState, ps: PolicySet, book: BookReader, learning: bool) -> SharedState:
-    return SharedState.model_validate(run(shared_steps(live, ps, book, learning)))
+def shared(live: LiveState, ps: PolicySet, book: BookReader, learning: bool, listed: bool = True,
+           only: Iterable[str] | None = None) -> SharedState:
+    return SharedState.model_validate(run(shared_steps(live, ps, book, learning, listed, only)))
 
 
 def adaptive(traces: dict[str, list[dict[str, float]]]) -> AdaptiveTraceState:

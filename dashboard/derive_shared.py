@@ -115,7 +115,8 @@ def _summary_row(limit: SharedLimit) -> dict[str, Any]:
             f"granted {unit}": (UNLIMITED if isinstance(cap, str) else round(granted / window, 2)
                                 if isinstance(granted, int | float) and window else NO_GRANT),
             "use %": UNLIMITED if isinstance(cap, str) else round(100 * use.usage / cap, 1),
-            "participants": len(limit.participants), "adaptive": adaptive_text(limit),
+            "participants": len(limit.participants) if limit.participantCount is None else limit.participantCount,
+            "adaptive": adaptive_text(limit),
             "status": _status_text(limit)}
 
 

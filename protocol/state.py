@@ -220,7 +220,9 @@ class SharedLimit(LenientModel):
     utilisation: float | None = Field(description="Admitted msgs/s over the limit (1 = at the limit; null when "
                                                   "unlimited)")
     utilisationBytes: float | None
-    participants: list[SharedParticipant]
+    participants: list[SharedParticipant] = Field(
+        description="Each participant that uses it, by id (none when asked for the summary only)")
+    participantCount: int | None = Field(None, description="How many participants use it, listed or not")
     adaptive: AdaptiveState | None = Field(None, description="The adaptive rate of an adaptive limit (its "
                                                              "limitMsgsPerSecond is that rate); null: not adaptive")
 

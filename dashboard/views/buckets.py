@@ -28,7 +28,7 @@ def _live(levels: list[str], name: str, dim: str, window: int, only_limited: boo
         ui.empty_state("No bucket has been reported yet")
         return
     wanted = name.strip().lower()
-    shared = data.shared(conn)   # the shared limits as configured (the buckets' rates are their grants' pace)
+    shared = data.shared_summary(conn)   # the shared limits as configured (the buckets' rates are their grants' pace)
     shared = None if isinstance(shared, data.Unavailable) else shared
     rows = [r for r in derive.bucket_rows(buckets, shared) if r["level"] in levels and wanted in r["name"].lower()]
     limits = derive.limits_per_s(buckets, shared)

@@ -67,12 +67,12 @@ def _live() -> None:
     st.subheader("Most throttled targets")
     ui.table(top, "overview.top.table", empty="Nothing was throttled in the last 5 minutes.")
     buckets = ui.need(data.bucket_totals(conn))
-    shared = ui.need(data.shared(conn))
+    shared = ui.need(data.shared_summary(conn))
     if buckets is not None:   # (a shared limit's line is the limit as configured, not its buckets' summed pace)
         rows = derive.admitted_vs_limit(history, buckets, shared=shared)
         ui.plot(figures.admitted_vs_limit_figure(rows), "overview.admitted")
     if shared is not None:
-        _shared(shared)
+        _shared(conn, shared)
         if any(limit.adaptive is not None for limit in shared.limits):
             _adaptive(conn)
     ui.stamp()
@@ -91,7 +91,7 @@ def _adaptive(conn: data.Conn) -> None:
                                         uirevision=f"adaptive.{trace.key}"), f"overview.adaptive.{trace.key}")
 
 
-def _shared(doc: SharedState) -> None:
+def _shared(conn: data.Conn, doc: SharedState) -> None:
     st.subheader("Shared limits")
     st.caption("Each limit the participants share: what they admit against it, and how the control plane's grants "
                "split it (share: each one's max-min fair rate by what it wants). Over the limit or quota stranded "
@@ -106,8 +106,11 @@ def _shared(doc: SharedState) -> None:
         ui.table(rows, "overview.shared" if unit == "msgs/s" else "overview.shared.bytes",
                  status=st.column_config.TextColumn(width="large"))
     limits = derive_shared.ordered(doc)
+    # the participants of the limits drawn only (the summary lists none: 100,000 of them at 1,000 x 100)
+    listed = ui.need(data.shared_limits(conn, [limit.key for limit in limits[:SHARED_N]])) if limits else None
+    detail = {limit.key: limit for limit in (listed.limits if listed is not None else ())}
     for limit in limits[:SHARED_N]:
-        rows = derive_shared.participant_rows(limit)
+        rows = derive_shared.participant_rows(detail.get(limit.key, limit))
         name, cap, unit = derive_shared.chart(limit)
         ui.plot(figures.shared_limit_figure(rows, cap, unit, title=f"{name}: usage vs share",
                                             uirevision=f"shared.{limit.key}"), f"overview.shared.{limit.key}")

@@ -162,6 +162,11 @@ def test_every_state_view_answers_as_its_typed_view_and_the_big_ones_let_the_loo
                     out[path] = got.json()
                 totals = (await c.get("/v1/state/buckets", params={"rows": "false"}, headers=admin)).json()
                 out["bucket totals"] = totals
+                out["shared summary"] = (await c.get("/v1/state/shared", params={"participants": "false"},
+                                                     headers=admin)).json()
+                two = ["topic:publish:acme/web/t7", "resource_group:publish:rg0", "topic:publish:nowhere"]
+                out["shared of two"] = (await c.get("/v1/state/shared", params=[("key", k) for k in two],
+                                                    headers=admin)).json()
                 ps = ctx.policies()
                 for path, steps in (("buckets", lambda: views.bucket_steps(ctx.live)),
                                     ("shared", lambda: views.shared_steps(ctx.live, ps, ctx.grants, False)),
@@ -199,6 +204,14 @@ def test_every_state_view_answers_as_its_typed_view_and_the_big_ones_let_the_loo
     shared = {limit["key"]: limit for limit in answers["shared"]["limits"]}
     assert len(shared) == LIMITS + 1 and len(shared["topic:publish:acme/web/t7"]["participants"]) == PARTICIPANTS
     assert shared["resource_group:publish:rg0"]["limitMsgsPerSecond"] == 500
+    # the summary lists nobody but counts them; the limits asked for by key come whole
+    summary = {limit["key"]: limit for limit in answers["shared summary"]["limits"]}
+    assert summary.keys() == shared.keys()
+    for key, limit in shared.items():
+        assert limit["participantCount"] == len(limit["participants"])
+        assert summary[key] == {**limit, "participants": []}, key
+    assert answers["shared of two"]["limits"] == [shared["resource_group:publish:rg0"],
+                                                  shared["topic:publish:acme/web/t7"]]
     history = answers["history"]
     assert {s["name"] for s in history["series"]} == {f"acme/web/t{k}" for k in range(LIMITS)}
 

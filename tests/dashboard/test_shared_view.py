@@ -60,6 +60,14 @@ def test_over_admission_and_stranded_quota_are_named_and_come_first() -> None:
                        "participants": 1, "adaptive": "off", "status": "unlimited"}
 
 
+def test_the_summary_without_its_participants_shows_the_same_rows() -> None:
+    # what the pages read (data.shared_summary): nobody listed, how many counted
+    summary = shared([{**limit.model_dump(mode="json"), "participants": [], "participantCount": len(limit.participants)}
+                      for limit in DOC.limits])
+    assert derive_shared.summary_rows(summary) == derive_shared.summary_rows(DOC)
+    assert derive_shared.summary_tables(summary) == derive_shared.summary_tables(DOC)
+
+
 def test_participant_rows_show_demand_usage_share_and_who_strands_the_quota() -> None:
     assert derive_shared.participant_rows(STRANDED) == [
         {"participant": "a", "demand msgs/s": 10.0, "usage msgs/s": 10.0, "share msgs/s": 50.0,
