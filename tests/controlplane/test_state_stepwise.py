@@ -231,3 +231,22 @@ def test_a_view_that_fails_while_it_is_built_is_answered_as_the_failure_not_as_a
 
     got = asyncio.run(scenario())
     assert got.status_code == 503 and "cannot be used" in got.json()["reason"], got.text
+
+
+def test_the_views_query_parameters_refuse_what_they_do_not_take_and_say_what_is_allowed(tmp_path: Path) -> None:
+    app = create_app(Settings(data_dir=tmp_path, report_interval_s=1.0), Tokens(admin=ADMIN, participant=PARTICIPANT))
+
+    async def scenario() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://cp") as c:
+            admin = {"Authorization": f"Bearer {ADMIN}"}
+            return [await c.get("/v1/state/shared", params=[("key", f"topic:publish:t{i}") for i in range(n)],
+                                headers=admin) for n in (100, 101)] + [
+                await c.get("/v1/state/shared", params={"participants": "maybe"}, headers=admin),
+                await c.get("/v1/state/buckets", params={"rows": "some"}, headers=admin)]
+
+    hundred, too_many, maybe, some = asyncio.run(scenario())
+    assert hundred.status_code == 200 and hundred.json()["limits"] == []   # keys nobody uses: none shown
+    assert too_many.status_code == 422 and "key: List should have at most 100 items" in too_many.json()["reason"]
+    assert maybe.status_code == 422 and "participants: Input should be a valid boolean" in maybe.json()["reason"]
+    assert some.status_code == 422 and "rows: Input should be a valid boolean" in some.json()["reason"]
