@@ -489,15 +489,20 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
     for each in (load, asks):
         each.samples = [s for s in each.samples if measure_from <= s.due < end.at]
     granted = [[(t, n) for t, n in job if measure_from <= t < end.at] for job in granted]
-    scraped = [took for at, took in scrapes if measure_from <= at < end.at]
-    read = [took for at, took in reads if measure_from <= at < end.at]
+    scraped, read = _rounds(scrapes, measure_from, end.at), _rounds(reads, measure_from, end.at)
     return load, asks, granted, {"cp_cpu_pct": 100 * (cpu1 - cpu0) / wall, "gen_cpu_pct": 100 * (gen1 - gen0) / wall,
-                  "scrapes": len(scraped), "scrapes_failed": sum(math.isnan(t) for t in scraped),
-                  "scrape_max_ms": 1000 * max((t for t in scraped if not math.isnan(t)), default=math.nan),
-                  "dashboard_reads": len(read), "dashboard_reads_failed": sum(math.isnan(t) for t in read),
-                  "dashboard_max_ms": 1000 * max((t for t in read if not math.isnan(t)), default=math.nan),
+                  **dict(zip(("scrapes", "scrapes_failed", "scrape_max_ms"), scraped, strict=True)),
+                  **dict(zip(("dashboard_reads", "dashboard_reads_failed", "dashboard_max_ms"), read, strict=True)),
                   "rss_start_mb": mem0["VmRSS"] / 1024, "rss_end_mb": mem1["VmRSS"] / 1024,
                   "hwm_mb": mem1["VmHWM"] / 1024, "window_s": wall, "warmed_s": measure_from - t0}
+
+
+def _rounds(took: list[tuple[float, float]], start: float, end: float) -> tuple[int, int, float]:
+    """Of a reader's rounds begun in [``start``, ``end``) (``_reader``): how many, how many failed, and the longest
+    answered in ms (nan: none was)."""
+    times = [t for at, t in took if start <= at < end]
+    return len(times), sum(math.isnan(t) for t in times), 1000 * max((t for t in times if not math.isnan(t)),
+                                                                       default=math.nan)
 
 
 def _server_stack() -> str:
@@ -602,10 +607,14 @@ def reports_due_floor(m: dict[str, Any]) -> float:
     return min(0.999 * m["expected"], m["expected"] - 3 * math.sqrt(m["participants"] * spare * (1 - spare)))
 
 
+def _longest_failed(rounds: int, failed: int, longest_ms: float) -> tuple[str, str]:
+    """A note's ", the longest N ms" (none when no round was answered) and ", N failed" (none when none did)."""
+    return (f", the longest {longest_ms:.0f} ms" if rounds > failed else "", f", {failed} failed" if failed else "")
+
+
 def scrapes_note(m: dict[str, Any]) -> str:
     """What Prometheus's scrapes beside the load did (``_scraper``)."""
-    failed = f", {m['scrapes_failed']} failed" if m["scrapes_failed"] else ""
-    longest = f", the longest {m['scrape_max_ms']:.0f} ms" if m["scrapes"] > m["scrapes_failed"] else ""
+    longest, failed = _longest_failed(m["scrapes"], m["scrapes_failed"], m["scrape_max_ms"])
     return (f"a /metrics scrape every {m['scrape_s']:g} s beside, as deploy/prometheus.yml: {m['scrapes']} in the "
             f"window{longest}{failed}")
 
@@ -614,9 +623,7 @@ def dashboard_note(m: dict[str, Any]) -> str:
     """What the dashboard's reads beside the load did (``_dashboard_reader``); empty when nobody read."""
     if m.get("dashboard_s") is None:
         return ""
-    failed = f", {m['dashboard_reads_failed']} failed" if m["dashboard_reads_failed"] else ""
-    longest = f", the longest {m['dashboard_max_ms']:.0f} ms" if m["dashboard_reads"] > m["dashboard_reads_failed"] \
-        else ""
+    longest, failed = _longest_failed(m["dashboard_reads"], m["dashboard_reads_failed"], m["dashboard_max_ms"])
     return (f"; the dashboard's {len(DASHBOARD_VIEWS)} live views read every {m['dashboard_s']:g} s beside: "
             f"{m['dashboard_reads']} rounds{failed}{longest}; told {m['told_s']:g} s")
 
