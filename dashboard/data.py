@@ -44,11 +44,11 @@ from dashboard import rates
 from metrics.catalogue import BY_NAME
 from protocol import state as answers
 
-__all__ = ["Conn", "Unavailable", "Outcome", "History", "health", "participants", "buckets", "bucket_totals",
-           "shared_summary", "shared_limits", "queues", "resource_groups", "shared", "adaptive", "policies",
-           "audit", "broker_values", "history", "current", "send", "clear_cache", "whoami", "refusal", "TTL_S",
-           "PROMETHEUS_QUERIES", "STATE_MODELS", "rate_path", "resource_group_path", "attachment_path",
-           "broker_setting_path", "mutation_quota_path"]
+__all__ = ["Conn", "Unavailable", "Outcome", "History", "health", "participants", "bucket_totals", "shared_summary",
+           "shared_limits", "queues", "resource_groups", "adaptive", "policies", "audit", "broker_values",
+           "history", "current", "send", "clear_cache", "whoami", "refusal", "TTL_S", "PROMETHEUS_QUERIES",
+           "STATE_MODELS", "rate_path", "resource_group_path", "attachment_path", "broker_setting_path",
+           "mutation_quota_path"]
 
 TTL_S = 1.0
 HISTORY_S = 900.0   # the control plane keeps this much history
@@ -215,7 +215,6 @@ def _state_reader(model: type[Answer], doc: str) -> Callable[[Conn], Answer | Un
 
 
 participants = _state_reader(answers.ParticipantsState, "Live and recently departed participants.")
-buckets = _state_reader(answers.BucketsState, "The latest bucket snapshots per level, per participant and summed.")
 
 
 def bucket_totals(conn: Conn) -> answers.BucketsState | Unavailable:
@@ -239,8 +238,6 @@ def shared_limits(conn: Conn, keys: Sequence[str]) -> answers.SharedState | Unav
 queues = _state_reader(answers.QueuesState, "The latest fairness-queue snapshots (head first).")
 resource_groups = _state_reader(answers.ResourceGroupsState, "Per resource group: configured quota, attachments, "
                                 "per-participant usage, demand and allocation.")
-shared = _state_reader(answers.SharedState, "Per shared limit: the limit, each participant's demand, usage and share "
-                       "(fair rate, tokens granted in the last window), and the utilisation.")
 adaptive = _state_reader(answers.AdaptiveTraceState, "Per adaptive limit, the rate it learnt over the last "
                          "minutes, its ceiling and the sink's answers (a point a second).")
 policies = _reader("/v1/policies",

@@ -128,7 +128,7 @@ def test_a_state_answer_that_does_not_fit_its_model_is_an_unavailable_that_says_
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         conn = data.Conn(f"http://127.0.0.1:{server.server_address[1]}", "t" * 20)
-        got = data.buckets(conn)
+        got = data.bucket_totals(conn)
         assert isinstance(got, data.Unavailable) and got.status == 200
         assert "BucketsState" in got.reason and "buckets.0.reportedAt" in got.reason, got.reason
         queues = data.queues(conn)
