@@ -16,6 +16,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 from pydantic import ValidationError
+from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from controlplane.context import Context, get_ctx
@@ -54,7 +55,12 @@ async def report(body: Report, ctx: Ctx) -> Response:
     # async: in-memory work (and one SQLite read), run on the event loop. In the thread pool, hundreds of reports
     # a second convoy on the GIL with the loop's own I/O and queue up for seconds (benchmarks/bench_load.py).
     # Serialised here: FastAPI would validate the model it was just built from again (response_model documents it).
-    return Response(answer_report(ctx, body), media_type="application/json")
+    # The history's part of the report is done once the answer is sent (LiveState.settle).
+    return Response(answer_report(ctx, body), media_type="application/json", background=BackgroundTask(_settle, ctx))
+
+
+async def _settle(ctx: Context) -> None:   # (async: on the loop, not a worker thread)
+    ctx.live.settle()
 
 
 def answer_report(ctx: Context, body: Report) -> bytes:
@@ -185,6 +191,7 @@ class ParticipantFastPath:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})
+        self.ctx.live.settle()   # the history's part of a report, after its answer (LiveState.settle)
 
 
 @router.post("/goodbye", status_code=204, summary="Leave at once (removes the participant and its usage)",

@@ -114,6 +114,7 @@ class ReportFollower:
         for entry_id, fields in entries:
             self._last_id = entry_id
             self._apply(fields)
+        self.live.settle()
         return len(entries)
 
     def _apply(self, fields: dict[bytes, bytes]) -> None:

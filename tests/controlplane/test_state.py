@@ -194,6 +194,7 @@ def test_a_full_history_looks_for_limiters_to_forget_once_a_slot_not_once_a_new_
     assert len(passes) == 1 and len(live.history()["series"]) == 3
     clock.t += 1.0
     live.ingest(report_at(clock, pid="a", seq=2, counters=counters))
+    live.settle()                                                    # (recorded once its answer is out)
     assert len(passes) == 2                                          # the next slot may free some: one more pass
 
 
@@ -219,3 +220,44 @@ def test_the_history_read_a_few_limiters_at_a_time_is_the_history_read_at_once()
     assert pauses == 3 and view == live.history(level="topic")
     assert [s["name"] for s in view["series"]] == names and len(view["series"][0]["points"]) >= 3
     assert views.run(live.history_steps(name="t/n/x3")) == live.history(name="t/n/x3")
+
+
+def test_the_history_and_the_listener_get_a_report_after_its_answer_yet_every_reader_sees_it() -> None:
+    """``ingest`` leaves the history and the listener to ``settle`` (after the answer went out); a read, an expiry
+    or a departure before that does them first, in the order the reports came."""
+    clock = FakeClock(1000.0)
+    live = LiveState(1.0, clock)
+    told: list[tuple[int, int]] = []
+
+    class Listener:
+        def replaced(self, previous: Report, current: Report) -> None:
+            told.append((previous.seq, current.seq))
+
+        def departed(self, report: Report, why: str) -> None:
+            told.append((report.seq, -1))
+
+    live.listener = Listener()
+
+    def counters(msgs: float) -> list[dict[str, Any]]:
+        return [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": msgs}]
+
+    live.ingest(report_at(clock, pid="a", counters=counters(100)))
+    clock.t += 1.0
+    live.ingest(report_at(clock, pid="a", seq=2, counters=counters(150)))
+    assert told == []                                          # the answer does not wait for them
+    live.settle()
+    assert told == [(1, 2)]
+    clock.t += 1.0
+    live.ingest(report_at(clock, pid="a", seq=3, counters=counters(190)))
+    assert [p["admittedMsgsPerSecond"] for p in live.history()["series"][0]["points"]][-1] == pytest.approx(40.0)
+    assert told == [(1, 2), (2, 3)]                            # a read did them first
+    # a departure with a report not yet recorded: recorded before the history forgets the participant, so a new
+    # process under its id starts afresh (measured from the departed one's report, it would read 1,000 - 230 a second)
+    clock.t += 1.0
+    live.ingest(report_at(clock, pid="a", seq=4, counters=counters(230)))
+    assert live.goodbye("a")
+    assert told == [(1, 2), (2, 3), (3, 4), (4, -1)]
+    clock.t += 1.0
+    live.ingest(report_at(clock, pid="a", seq=1, counters=counters(1000)))
+    live.settle()
+    assert live.history()["series"][0]["points"][-1]["admittedMsgsPerSecond"] is None
