@@ -5,9 +5,10 @@ How it works
 ``install(app, live, policies, grants)`` builds one ``metrics.collector.ThrottlescopeCollector`` over the live
 state and the grant book (a resource group's calculated quota is what the book grants), registers it on a
 registry of its own (no global default registry: one app, one registry, tests build many), makes it the live
-state's listener (so counters keep the totals of participants that leave or restart), adds
-the route, and times every ``POST /v1/report`` with a small ASGI middleware that observes the report-latency
-histogram (parsing and validation included: the whole handling, after the guard's authorisation).
+state's listener (so counters keep the totals of participants that leave or restart), and adds the route.
+``ReportTimer``, a small ASGI middleware ``controlplane.app`` places inside the guard, times every
+``POST /v1/report`` into the report-latency histogram (parsing and validation included: the whole handling, after
+the guard's authorisation).
 
 A scrape is rendered on the event loop a piece at a time, and at most so often (``controlplane.scrapes``): on a
 worker thread, as a plain endpoint runs, it held up the reports for its whole length.
@@ -72,8 +73,8 @@ class ReportTimer:
 
 def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet], grants: ShareSource | None = None,
             topic_labels: bool = True) -> ThrottlescopeCollector:
-    """Add ``/metrics`` and the report timer to ``app``. Call before the guard middleware is added (so the guard
-    runs first)."""
+    """Add ``/metrics`` to ``app``; the collector it reads, whose ``observe_report_latency`` the report timer
+    (``ReportTimer``, placed by ``controlplane.app`` inside the guard) is given."""
     collector = ThrottlescopeCollector(live, policies, topic_labels=topic_labels, grants=grants)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
@@ -82,5 +83,4 @@ def install(app: FastAPI, live: LiveState, policies: Callable[[], PolicySet], gr
     app.state.metrics_collector = collector
     app.state.metrics_scrapes = Scrapes(collector)
     app.include_router(router)
-    app.add_middleware(ReportTimer, observe=collector.observe_report_latency)
     return collector

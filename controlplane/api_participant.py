@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from controlplane.context import Context, get_ctx
 from controlplane.errors import not_found, reason_json, unavailable
 from controlplane.grant_tables import StateStoreUnavailable
-from controlplane.middleware import replay_body
+from controlplane.middleware import deflated, replay_body
 from controlplane.state import LiveState
 from protocol import (
     Goodbye,
@@ -149,7 +149,8 @@ def _is_json(scope: Scope) -> bool:
 class ParticipantFastPath:
     """ASGI middleware: answer a valid ``POST /v1/report`` or ``/v1/grant`` here; pass everything else on.
 
-    Sits inside the guard (authorisation, body size and nesting are checked before it) and the report timer."""
+    Sits inside the guard (authorisation, body size and nesting are checked before it) and the report timer, in
+    front of FastAPI's own layers (``controlplane.app.ControlPlaneApp``): what it passes on goes through them."""
 
     def __init__(self, app: ASGIApp, ctx: Context) -> None:
         self.app = app
@@ -187,9 +188,10 @@ class ParticipantFastPath:
         except StateStoreUnavailable as e:   # a replica without its Redis: 503, the participant retries
             await unavailable(e)(scope, receive, send)
             return
+        payload, encoding = deflated(scope, payload)   # (in front of the routes' gzip middleware: controlplane.app)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode())]})
+                                (b"content-length", str(len(payload)).encode()), *encoding]})
         await send({"type": "http.response.body", "body": payload})
         self.ctx.live.settle()   # the history's part of a report, after its answer (LiveState.settle)
 

@@ -210,3 +210,19 @@ def test_replicas_starting_together_over_one_data_directory_share_one_pair_of_to
         t.join()
     assert len(got) == 8 and len(set(got)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([ADMIN_TOKEN_FILE, PARTICIPANT_TOKEN_FILE])
+
+
+def test_the_guard_the_report_timer_and_the_fast_path_stand_in_front_of_fastapis_own_layers(tmp_path: Path) -> None:
+    from controlplane.api_metrics import ReportTimer
+    from controlplane.api_participant import ParticipantFastPath
+    from controlplane.middleware import GuardMiddleware
+
+    app = create_app(parse_settings([], env={"THROTTLESCOPE_DATA_DIR": str(tmp_path)}),
+                     Tokens(admin="a" * 16, participant="p" * 16))
+    layer, order = app.build_middleware_stack(), []
+    while hasattr(layer, "app") and len(order) < 4:
+        order.append(type(layer).__name__)
+        layer = layer.app
+    assert order[:3] == [GuardMiddleware.__name__, ReportTimer.__name__, ParticipantFastPath.__name__]
+    assert order[3] == "ServerErrorMiddleware"          # what the fast path passes on goes through FastAPI's layers
+    assert not app._native_telemetry.enabled()          # no OpenTelemetry look-ups on every request

@@ -211,3 +211,32 @@ def test_the_answer_goes_out_before_the_history_records_the_report(ctx: Context,
     asyncio.run(app(scope, receive, send))
     assert events == ["http.response.start", "http.response.body", "recorded"]
     assert [s["name"] for s in ctx.live.history()["series"]] == ["t/n/x"]
+
+
+@pytest.mark.parametrize(("accept", "gzipped"), [(b"gzip, deflate", True), (None, False)])
+def test_a_long_answer_is_gzipped_for_a_client_that_accepts_it_as_the_routes_answers_are(
+        ctx: Context, accept: bytes | None, gzipped: bool) -> None:
+    """The fast path answers in front of FastAPI's gzip middleware (controlplane.app), so it compresses its own
+    (here the policy document and twenty limits' usage map)."""
+    import gzip as gz
+
+    app = ParticipantFastPath(Route(), ctx)
+    headers = [(b"content-type", b"application/json")] + ([(b"accept-encoding", accept)] if accept else [])
+    scope = {"type": "http", "method": "POST", "path": "/v1/report", "headers": headers}
+    messages = [{"type": "http.request", "body": json.dumps(report("p1", applied=0, usage=[usage(f"rg{i}", 5) for i in range(20)])).encode(),
+                 "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    head = dict(sent[0]["headers"])
+    body = sent[1]["body"]
+    assert int(head[b"content-length"]) == len(body)
+    assert (head.get(b"content-encoding") == b"gzip") is gzipped
+    plain = gz.decompress(body) if gzipped else body
+    assert len(plain) >= 1024 and ReportResponse.model_validate_json(plain).policies is not None
