@@ -53,22 +53,30 @@ def ctx(tmp_path: Path) -> Any:
     store.close()
 
 
-def call(app: Any, body: bytes, method: str = "POST", path: str = "/v1/report",
-         content_type: bytes | None = b"application/json", chunks: int = 1) -> tuple[int, bytes]:
-    headers = [] if content_type is None else [(b"Content-Type", content_type)]
-    scope = {"type": "http", "method": method, "path": path, "headers": headers}
+def exchange(app: Any, body: bytes, method: str = "POST", path: str = "/v1/report",
+             content_type: bytes | None = b"application/json", chunks: int = 1,
+             headers: tuple[tuple[bytes, bytes], ...] = (), sent: list[Any] | None = None) -> list[Any]:
+    """Run one request through ``app``; the messages it sent, appended to ``sent`` (a fresh list by default)."""
+    scope = {"type": "http", "method": method, "path": path,
+             "headers": ([] if content_type is None else [(b"Content-Type", content_type)]) + list(headers)}
     step = max(1, -(-len(body) // chunks))
     parts = [body[i:i + step] for i in range(0, len(body), step)] or [b""]
     messages = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1} for i, p in enumerate(parts)]
-    sent: list[dict[str, Any]] = []
+    out: list[Any] = [] if sent is None else sent
 
     async def receive() -> dict[str, Any]:
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+        out.append(message)
 
     asyncio.run(app(scope, receive, send))
+    return out
+
+
+def call(app: Any, body: bytes, method: str = "POST", path: str = "/v1/report",
+         content_type: bytes | None = b"application/json", chunks: int = 1) -> tuple[int, bytes]:
+    sent = exchange(app, body, method, path, content_type, chunks)
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
 
@@ -193,23 +201,13 @@ def test_the_answer_goes_out_before_the_history_records_the_report(ctx: Context,
     body is sent, before the call returns."""
     from controlplane.history import History
 
-    events: list[str] = []
+    events: list[Any] = []
     record = History.record
     monkeypatch.setattr(History, "record", lambda self, *a: (events.append("recorded"), record(self, *a))[1])
-    app = ParticipantFastPath(Route(), ctx)
     counters = [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": 10}]
-    body = json.dumps(report("p1", counters=counters)).encode()
-    scope = {"type": "http", "method": "POST", "path": "/v1/report", "headers": [(b"content-type", b"application/json")]}
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        return messages.pop(0)
-
-    async def send(message: dict[str, Any]) -> None:
-        events.append(message["type"])
-
-    asyncio.run(app(scope, receive, send))
-    assert events == ["http.response.start", "http.response.body", "recorded"]
+    exchange(ParticipantFastPath(Route(), ctx), json.dumps(report("p1", counters=counters)).encode(), sent=events)
+    assert [e if isinstance(e, str) else e["type"] for e in events] == [
+        "http.response.start", "http.response.body", "recorded"]
     assert [s["name"] for s in ctx.live.history()["series"]] == ["t/n/x"]
 
 
@@ -220,20 +218,9 @@ def test_a_long_answer_is_gzipped_for_a_client_that_accepts_it_as_the_routes_ans
     (here the policy document and twenty limits' usage map)."""
     import gzip as gz
 
-    app = ParticipantFastPath(Route(), ctx)
-    headers = [(b"content-type", b"application/json")] + ([(b"accept-encoding", accept)] if accept else [])
-    scope = {"type": "http", "method": "POST", "path": "/v1/report", "headers": headers}
-    messages = [{"type": "http.request", "body": json.dumps(report("p1", applied=0, usage=[usage(f"rg{i}", 5) for i in range(20)])).encode(),
-                 "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return messages.pop(0)
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
+    body = json.dumps(report("p1", applied=0, usage=[usage(f"rg{i}", 5) for i in range(20)])).encode()
+    sent = exchange(ParticipantFastPath(Route(), ctx), body,
+                    headers=((b"accept-encoding", accept),) if accept else ())
     head = dict(sent[0]["headers"])
     body = sent[1]["body"]
     assert int(head[b"content-length"]) == len(body)
