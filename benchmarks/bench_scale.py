@@ -34,7 +34,8 @@ the project's participants report (no usage map asked: their shares come from gr
 a limit, made the answer to a report of 100 limits 2,000 entries, and the control plane's CPU 5.4 ms a report
 instead of 3.3), with Prometheus scraping ``/metrics`` every 5 s as under ``make run``: the report p99 and the
 control plane's CPU a report of each cell, and the most participants one process served (cells beyond 500,000
-participant-limits are not run: the control plane's memory, 6.7 GB in the paper case, is the bound there).
+participant-limits are not run: the control plane's memory, 6.7 GB in the paper case, is the bound there). A
+cell whose first p99 misses or reads within half the goal is run ``CURVE_TRIES`` (3) times and reads its median.
 
 Run: ``python -m benchmarks --only scale`` (``--quick``: 2 groups, 1,000 limits a participant), or
 ``python -m benchmarks.bench_scale [--quick]``.
@@ -307,6 +308,12 @@ GOAL_P99_MS = 100.0
 # the control plane stretches the interval a window of 5 s at a time (controlplane.report_pace), the participants
 # follow it from their next report: a cell is measured once no participant was told a new interval for this long
 CURVE_SETTLE_S = 12.0
+# a cell whose first p99 misses, or reads within half the goal of it, is run this many times and reads the median
+# run: a p99 over a few hundred reports is set by the slowest two or three, and one run of 300 participants of 1,000
+# limits read 123 ms where six more, the code before and after taking turns, read 56-98 ms (median 65). (Re-running
+# only the cells that missed would give those alone a second chance.)
+CURVE_TRIES = 3
+NEAR_THE_GOAL = 0.5   # of the goal: a first p99 above this is run again too
 
 
 def _told(m: dict[str, Any]) -> str:
@@ -325,13 +332,36 @@ def _chance(m: dict[str, Any], floor: float) -> str:
     return f"{told} (fewer than {floor:,.0f}: lost; more: the phases' chance)"
 
 
+def curve_cell(participants: int, limits: int, quick: bool) -> tuple[dict[str, Any], bool]:
+    """One run of a cell: its figures, and whether it met the goal (p99, and no report lost)."""
+    from .bench_load import measure as load
+
+    m = load(participants, 3.0 if quick else 8.0, limits=limits, usage_map=False,
+             settle_s=0.0 if quick else CURVE_SETTLE_S)
+    return m, m["p99_ms"] < GOAL_P99_MS and m["ok_at_told"] >= reports_due_floor(m)
+
+
+def median_run(runs: list[tuple[dict[str, Any], bool]]) -> tuple[dict[str, Any], bool]:
+    """Of a cell's runs, the one whose p99 is the median: the row's figures are that run's."""
+    return sorted(runs, key=lambda run: run[0]["p99_ms"])[len(runs) // 2]
+
+
+def near_the_goal(m: dict[str, Any], ok: bool) -> bool:
+    return not ok or m["p99_ms"] >= NEAR_THE_GOAL * GOAL_P99_MS
+
+
+def runs_note(runs: list[tuple[dict[str, Any], bool]]) -> str:
+    if len(runs) == 1:
+        return ""
+    p99s = ", ".join(f"{m['p99_ms']:.0f}" for m, _ in runs)
+    return f"; the median of {len(runs)} runs, its first within half the goal of it or over (p99s {p99s} ms)"
+
+
 def curve(quick: bool = False) -> list[dict[str, Any]]:
     """The capacity curve: per limits a participant, participants up the ladder until the report p99 misses
     100 ms (or a report goes unanswered), each reporting every second (``bench_load``'s generator: one keep-alive
     connection each, phases spread over the second, large reports gzip-compressed). Rows: each cell's p99 and
     the control plane's CPU a report, and per limits a participant the most participants one process served."""
-    from .bench_load import measure as load
-
     ladder, sizes = ((30, 100, 300), (1, 100, 1000)) if quick else (CURVE_PARTICIPANTS, CURVE_LIMITS)
     out, served = [], {}
     for limits in sizes:
@@ -339,18 +369,19 @@ def curve(quick: bool = False) -> list[dict[str, Any]]:
         for participants in ladder:
             if participants * limits > CURVE_MAX_CELL:
                 break
-            m = load(participants, 3.0 if quick else 8.0, limits=limits, usage_map=False,
-                     settle_s=0.0 if quick else CURVE_SETTLE_S)
+            runs = [curve_cell(participants, limits, quick)]
+            while near_the_goal(*runs[0]) and not quick and len(runs) < CURVE_TRIES:
+                runs.append(curve_cell(participants, limits, quick))
+            m, ok = median_run(runs)
             tried.append(participants)
             cpu_ms = 10 * m["cp_cpu_pct"] / max(1e-9, m["answered"] / m["window_s"])
             floor = reports_due_floor(m)
-            ok = m["p99_ms"] < GOAL_P99_MS and m["ok_at_told"] >= floor
             out.append(row(SECTION, f"curve: {participants:,} participants x {limits:,} limits: report p99",
                            m["p99_ms"], "ms", f"< {GOAL_P99_MS:g} ms", ok,
                            note=f"a report every {m['told_s']:g} s{_told(m)}; {cpu_ms:.2f} ms of "
                                 f"control-plane CPU a report, {m['cp_cpu_pct']:.0f} % of a core; {m['ok']:,} of "
                                 f"{m['expected']:,.0f} reports accepted{_chance(m, floor)}; RSS {m['rss_end_mb']:.0f} MB; "
-                                f"{scrapes_note(m)}"))
+                                f"{scrapes_note(m)}{runs_note(runs)}"))
             if not ok:
                 break
             served[limits] = participants

@@ -1,0 +1,33 @@
+"""Which run a capacity-curve cell reads when it is run more than once (``benchmarks.bench_scale``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.bench_scale import GOAL_P99_MS, median_run, near_the_goal, runs_note
+
+pytestmark = pytest.mark.unit
+
+
+def run(p99_ms: float) -> tuple[dict, bool]:
+    return {"p99_ms": p99_ms}, p99_ms < GOAL_P99_MS
+
+
+def test_a_cell_well_within_the_goal_is_run_once_and_one_near_it_or_over_again():
+    assert not near_the_goal(*run(0.49 * GOAL_P99_MS))
+    assert near_the_goal(*run(0.5 * GOAL_P99_MS))     # a pass within half the goal of it: its chance too
+    assert near_the_goal(*run(1.23 * GOAL_P99_MS))
+    assert near_the_goal({"p99_ms": 5.0}, False)      # a fast cell that lost reports
+
+
+def test_the_median_run_is_read_with_its_own_verdict_whichever_order_the_runs_came_in():
+    runs = [run(123.0), run(65.0), run(98.0)]
+    assert median_run(runs) == run(98.0)
+    assert median_run(runs[::-1]) == run(98.0)
+    assert median_run([run(65.0), run(123.0), run(140.0)]) == run(123.0)   # two of three over: missed
+    assert median_run([run(12.0)]) == run(12.0)
+
+
+def test_the_note_gives_every_run_s_p99_only_when_there_was_more_than_one():
+    assert runs_note([run(12.0)]) == ""
+    assert "p99s 123, 65, 98 ms" in runs_note([run(123.0), run(65.0), run(98.0)])
