@@ -43,14 +43,14 @@ async def _stepwise(ctx: Context, key: Hashable, steps: Callable[[], views.Steps
 
 @router.get("/healthz", summary="Ready check, with version information (no token needed)")
 def healthz(ctx: Ctx, request: Request) -> dict[str, Any]:
-    scraped = request.app.state.metrics_scrapes.latest   # (controlplane.scrapes)
+    scrapes = request.app.state.metrics_scrapes   # (controlplane.scrapes)
     return {"status": "ok", "service": "throttlescope-controlplane", "version": package_version(),
             "schemaVersion": ctx.store.schema_version, "policyVersion": ctx.store.policy_version(),
             "reportIntervalSeconds": ctx.live.told_s,
             # the report pace's last window (controlplane.report_pace): None until one is measured
             "reportCpuSeconds": ctx.pace.cpu_per_report_s, "reportWaitP99Seconds": ctx.pace.wait_p99_s,
             "reportsGivenUp": ctx.given_up,
-            "scrapeCpuSeconds": None if scraped is None else scraped.cpu_s,   # the last /metrics render's
+            "scrapeCpuSeconds": scrapes.latest_cpu_s,   # the last /metrics render's (None before the first)
             "uptimeSeconds": time.monotonic() - ctx.started_monotonic}
 
 

@@ -50,11 +50,26 @@ class Scrapes(Renders):
                  cpu_clock: Callable[[], float] = time.thread_time) -> None:
         super().__init__(share=share, clock=clock, cpu_clock=cpu_clock)
         self._collector = collector
+        self._forgotten_cpu_s: float | None = None   # the CPU of the last render, once its text was dropped
 
     @property
     def latest(self) -> Rendered | None:
-        """The last scrape's render (None before the first)."""
+        """The last scrape's render, while it is kept (None before the first, and once nobody scraped for a
+        minute: its text is dropped)."""
         return self.last(_SCRAPE)
+
+    @property
+    def latest_cpu_s(self) -> float | None:
+        """The CPU the last scrape's render took (None before the first), kept after its text is dropped: a
+        scraper that stopped for a minute is no reason for ``/healthz`` to forget what a scrape costs."""
+        kept = self.last(_SCRAPE)
+        return kept.cpu_s if kept is not None else self._forgotten_cpu_s
+
+    def _forget(self, now: float) -> None:
+        kept = self.last(_SCRAPE)
+        super()._forget(now)
+        if kept is not None and self.last(_SCRAPE) is None:
+            self._forgotten_cpu_s = kept.cpu_s
 
     async def text(self) -> Answer:
         """One scrape's text, in pieces, letting the loop answer others between them."""

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from controlplane.renders import FRESH_BELOW_CPU_S, SEND_BYTES
+from controlplane.renders import FORGET_AFTER_S, FRESH_BELOW_CPU_S, SEND_BYTES
 from controlplane.scrapes import Scrapes
 from metrics.collector import STEP_ENTRIES
 from metrics.exposition import pieces
@@ -155,3 +155,16 @@ def test_a_cheap_render_is_never_reused(make_env) -> None:
 def test_a_share_outside_a_core_is_refused(make_env, share: float) -> None:
     with pytest.raises(ValueError, match="share must be a fraction of a core > 0 and <= 1"):
         Scrapes(make_env().collector, share=share)
+
+
+def test_what_a_scrape_cost_is_told_after_its_text_was_dropped_for_want_of_scrapers(make_env) -> None:
+    env = busy_env(make_env)
+    now = [100.0]
+    scrapes = Scrapes(env.collector, share=0.1, clock=lambda: now[0], cpu_clock=CpuClock(0.001))
+    assert scrapes.latest_cpu_s is None   # before the first
+    scrape(scrapes)
+    cost_s = scrapes.latest.cpu_s
+    assert scrapes.latest_cpu_s == cost_s > 0
+    now[0] += FORGET_AFTER_S + 1   # nobody scraped for a minute; another read drops the kept text
+    asyncio.run(scrapes.answer("another view", lambda: iter([b"x"])))
+    assert scrapes.latest is None and scrapes.latest_cpu_s == cost_s
