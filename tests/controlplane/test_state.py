@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -119,6 +120,27 @@ def test_a_late_report_counts_its_rate_in_every_slot_it_spans() -> None:
     clock.t = 1004.1
     send("a", 5, 400)
     assert points()[1002.0]["admittedMsgsPerSecond"] == pytest.approx(180)   # kept when the slot closed
+
+
+def test_the_history_keeps_what_it_reads_of_a_report_not_the_report() -> None:
+    """A report of an earlier slot is the base of the next slot's rates; the history keeps its counters' totals
+    and tokens only. Kept whole, it held a second report per participant: most of the control plane's memory."""
+    clock = FakeClock(1000.0)
+    live = LiveState(1.0, clock)
+    counters = [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": 0}]
+    sent = []
+    for seq in (1, 2, 3):
+        clock.t = 1000.0 + seq
+        counters[0]["admitted_msgs_total"] = 100 * seq
+        sent.append(report_at(clock, pid="a", seq=seq, counters=counters))
+        assert live.ingest(sent[-1])[0]
+    live.settle()
+    assert live.history(level="topic")["series"][0]["points"][-1]["admittedMsgsPerSecond"] == pytest.approx(100)
+    # the two reports the live state has moved past, and one it never saw: referred to alike (by this list, the
+    # loop's variable and getrefcount's argument)
+    reports = [sent.pop(0), sent.pop(0), report_at(clock, pid="b", seq=1, counters=counters)]
+    counts = [sys.getrefcount(r) for r in reports]
+    assert counts[:2] == [counts[2]] * 2, counts
 
 
 def test_a_slot_whose_only_report_came_just_after_an_extra_one_is_measured_over_an_interval() -> None:
