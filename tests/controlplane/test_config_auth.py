@@ -55,7 +55,7 @@ def test_the_grant_asks_budget_is_a_setting_the_grant_book_keeps(tmp_path: Path)
 
 def test_the_reports_pace_settings_reach_the_pace(tmp_path: Path) -> None:
     s = parse_settings([], env={})
-    assert (s.report_interval_most_s, s.report_cpu_share) == (10.0, 0.8)
+    assert (s.report_interval_most_s, s.report_cpu_share) == (30.0, 0.8)
     assert parse_settings(["--report-interval", "30"], env={}).report_interval_most_s == 30.0   # never shorter
     s = parse_settings(["--report-interval-max", "4"], env={"THROTTLESCOPE_REPORT_INTERVAL_MAX_S": "8",
                                                             "THROTTLESCOPE_REPORT_CPU_SHARE": "0.3",
