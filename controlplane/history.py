@@ -96,8 +96,9 @@ class Seen(NamedTuple):
     """What the history reads of a report: when it was sent, and per limiter its counters' totals and its token
     balances (msgs, bytes; NaN where that dimension has no bucket). A participant's reports of earlier slots are
     kept as this, not whole: a report is mostly what the history never reads again (its usage, the buckets'
-    rates and settings, the queues). The one its rates are measured from was a second report a participant beside
-    the live one (300 participants of 1,000 limiters, in-process: 2.97 GB resident; kept as this, 2.18 GB)."""
+    rates and settings, the queues). Kept whole, the one its rates are measured from was a second report per
+    participant beside the live one (300 participants of 1,000 limiters, in-process: 2.97 GB resident; kept as
+    this, 2.18 GB)."""
 
     sent_at: float
     totals: dict[Key, Totals]
