@@ -124,7 +124,7 @@ def test_a_late_report_counts_its_rate_in_every_slot_it_spans() -> None:
 
 def test_the_history_keeps_what_it_reads_of_a_report_not_the_report() -> None:
     """A report of an earlier slot is the base of the next slot's rates; the history keeps its counters' totals
-    and tokens only. Kept whole, it held a second report per participant: most of the control plane's memory."""
+    and tokens only. Kept whole, it was a second report per participant beside the live one."""
     clock = FakeClock(1000.0)
     live = LiveState(1.0, clock)
     counters = [{"level": "topic", "name": "t/n/x", "kind": "publish", "admitted_msgs_total": 0}]
