@@ -191,9 +191,10 @@ def control_plane(report_interval_s: float = 1.0) -> Iterator[ControlPlaneProces
 
 # --- simulated participants ------------------------------------------------------------------------------------
 
-def _report_template(i: int, interval_s: float, limits: int = 1, usage_map: bool = True) -> tuple[bytes, ...]:
-    """Participant ``i``'s report as byte pieces around its seq, sent_at, applied policy version and admitted
-    counters (filled per send). ``limits`` > 1: as many topics of its namespace, each a shared limit of its own
+def _report_template(i: int, limits: int = 1, usage_map: bool = True) -> tuple[bytes, ...]:
+    """Participant ``i``'s report as byte pieces around its seq, sent_at, interval (the one it follows, as a
+    participant says it: the control plane reads its sender's timeout from it), applied policy version and
+    admitted counters (filled per send). ``limits`` > 1: as many topics of its namespace, each a shared limit of its own
     (the namespace's rate, per topic), with usage, a bucket and counters each (``bench_scale``'s curve).
     ``usage_map``: the report asks for the usage map (PIP-82's relay); the project's participants do not."""
     job = i // GROUP
@@ -203,7 +204,7 @@ def _report_template(i: int, interval_s: float, limits: int = 1, usage_map: bool
     report = {
         "participant": {"participant_id": f"load/{job}/{i}", "application_id": f"load-app-{job}",
                         "executor_id": str(i % GROUP), "host": f"host{i % 7}", "pid": 10_000 + i},
-        "seq": "@SEQ@", "sent_at": "@SENT@", "interval_s": interval_s, "applied_policy_version": "@VER@",
+        "seq": "@SEQ@", "sent_at": "@SENT@", "interval_s": "@INT@", "applied_policy_version": "@VER@",
         "usage_map": usage_map,
         "usage": [{"level": level, "name": name, "direction": "publish", "usage_msgs_per_s": 40.0 + i % 13,
                    "usage_bytes_per_s": 4000.0 + i, "demand_msgs_per_s": 55.0 + i % 17,
@@ -226,7 +227,7 @@ def _report_template(i: int, interval_s: float, limits: int = 1, usage_map: bool
         report["counters"].append({"level": "topic", "name": name, "kind": "publish", "throttled_count": j % 3,
                                    "admitted_msgs_total": 1000.0 + j})
     text = json.dumps(report, separators=(",", ":"))
-    return tuple(part.encode() for part in re.split(r'"@(?:SEQ|SENT|VER|ADMITTED)@"', text))
+    return tuple(part.encode() for part in re.split(r'"@(?:SEQ|SENT|INT|VER|ADMITTED)@"', text))
 
 
 @dataclass
@@ -306,7 +307,7 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
                        connect_at: float, limits: int = 1, usage_map: bool = True) -> None:
     """Participant ``i``'s reporter: a report every ``interval_s``, its policy version applied from the answers,
     and then every interval an answer tells (a loaded control plane stretches it: ``controlplane.report_pace``)."""
-    pieces = _report_template(i, interval_s, limits, usage_map)
+    pieces = _report_template(i, limits, usage_map)
     # a report of many limits goes gzip-compressed, as a participant sends it: its fixed pieces compressed once,
     # each a gzip member, the values of each send as small members between them (RFC 1952: the body inflates to
     # their concatenation), so the generator's CPU stays the figures' bystander
@@ -332,7 +333,8 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         seq += 1
         admitted = value(str(seq * 100).encode())
         body = b"".join((pieces[0], value(str(seq).encode()), pieces[1], value(repr(time.time()).encode()),
-                         pieces[2], value(applied), *(p + admitted for p in pieces[3:-1]), pieces[-1]))
+                         pieces[2], value(f"{told_s:g}".encode()), pieces[3], value(applied),
+                         *(p + admitted for p in pieces[4:-1]), pieces[-1]))
         return head + str(len(body)).encode() + b"\r\n\r\n" + body
 
     def wrong(status: int, answer: bytes) -> str | None:

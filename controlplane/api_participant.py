@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from controlplane.context import Context, get_ctx
 from controlplane.errors import not_found, reason_json, unavailable
 from controlplane.grant_tables import StateStoreUnavailable
+from controlplane.loop_lag import LoopLag
 from controlplane.middleware import deflated, replay_body
 from controlplane.state import LiveState
 from protocol import (
@@ -115,12 +116,20 @@ def answer_grant(ctx: Context, body: GrantRequest) -> bytes:
     return payload
 
 
-# the loop this far behind -- the shortest time a sender waits -- a report's age may be its wait in the queue, not a
-# skewed clock or a slow network (where a report is answered as before: not accepted, as stale)
+# the loop this far behind -- the shortest time a sender waits -- or the core this full, a report's age may be its
+# wait in a queue, not a skewed clock or a slow network (where a report is answered as before: not accepted, as
+# stale). The core's share sees the queue the loop's lag does not: new connections wait to be accepted
+# (controlplane.loop_lag), and a full core answering reports whose senders had gone answered no one in time
 GIVEN_UP_LAG_S = 0.5
+GIVEN_UP_BUSY_SHARE = 0.9
 _SENT_AT = re.compile(rb'"sent_at":\s*([0-9][0-9.eE+]*)')
 _INTERVAL = re.compile(rb'"interval_s":\s*([0-9][0-9.eE+]*)')
 _HEAD_BYTES = 4096   # (a report's participant, seq, sent_at and interval_s come first, as its model orders them)
+
+
+def behind(lag: LoopLag) -> bool:
+    """Whether reports may be waiting in a queue: the loop late, or the core full."""
+    return lag.last_s > GIVEN_UP_LAG_S or lag.busy_share >= GIVEN_UP_BUSY_SHARE
 
 
 def given_up_s(body: bytes, now_s: float) -> tuple[float, float] | None:
@@ -170,7 +179,7 @@ class ParticipantFastPath:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         model, answer = handler
-        if model is Report and self.ctx.lag.last_s > GIVEN_UP_LAG_S:
+        if model is Report and behind(self.ctx.lag):
             given_up = given_up_s(body, time.time())
             if given_up is not None:
                 self.ctx.given_up += 1

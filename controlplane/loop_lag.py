@@ -25,17 +25,29 @@ Worked example: a window of 5 s in which one sweep held the loop 0.5 s and every
 9 % of the window's reports were held up, though only one wake-up of 500 was late). Reports queueing at 80 % of
 a core, wake-ups late by up to 60 ms: the x at which the lags' excess over it sums to 50 ms.
 
+The loop's lag does not see every wait. A report on a new connection first waits in the kernel's queue of
+connections not yet accepted, and uvloop accepts one connection per turn of the loop: where each turn answers one
+report, connections are accepted as fast as reports are answered, so a queue of new connections is not work the
+loop holds. 5,000 participants of a hundred limits, all sending at once, filled that queue (2,048 connections) and
+their reports waited 4-13 s before the loop ever saw them, with wake-ups 10-20 ms late. So the probe also notes
+the share of a core the process spent over each second, ``busy_share``: a core that is full is behind though
+the wake-ups come on time (``controlplane.api_participant`` then stops working on reports whose senders gave up).
+
 Not thread-safe: one loop runs the probe and the reports, and reads it (``take``) between them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
-__all__ = ["LoopLag", "PERIOD_S", "p99_wait_s"]
+from limiter.checks import positive
+
+__all__ = ["LoopLag", "PERIOD_S", "BUSY_WINDOW_S", "p99_wait_s"]
 
 PERIOD_S = 0.01   # a wake-up every 10 ms: 100 a second, a few microseconds each
+BUSY_WINDOW_S = 1.0   # busy_share is the process's CPU over the last this long
 
 
 def p99_wait_s(lags_s: list[float], window_s: float, share: float = 0.01) -> float:
@@ -57,19 +69,37 @@ def p99_wait_s(lags_s: list[float], window_s: float, share: float = 0.01) -> flo
 
 class LoopLag:
     """The probe (see the module essay): ``run`` on the loop; ``take`` the p99 wait of the window since the last
-    take. ``clock``: the loop's own (monotonic seconds) unless given."""
+    take. ``clock``: the loop's own (monotonic seconds) unless given; ``cpu_clock``: the process's CPU seconds."""
 
-    def __init__(self, period_s: float = PERIOD_S, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, period_s: float = PERIOD_S, clock: Callable[[], float] | None = None,
+                 cpu_clock: Callable[[], float] = time.process_time, busy_window_s: float = BUSY_WINDOW_S) -> None:
         if isinstance(period_s, bool) or not (isinstance(period_s, int | float) and 0 < period_s <= 1):
             raise ValueError(f"period_s must be a number of seconds > 0 and <= 1, got {period_s!r}")
+        positive("busy_window_s", busy_window_s, unit="seconds")
         self.period_s = period_s
+        self.busy_window_s = busy_window_s
         self._clock = clock
+        self._cpu_clock = cpu_clock
         self._lags: list[float] = []
         self.last_s = 0.0   # the latest wake-up's lateness: how far behind the loop is now
+        self.busy_share = 0.0   # the share of a core the process spent over the last complete busy_window_s
+        self._busy_since: tuple[float, float] | None = None   # (clock, cpu) where the current second began
 
     def observe(self, lag_s: float) -> None:
         self.last_s = max(0.0, lag_s)
         self._lags.append(self.last_s)
+
+    def sample_cpu(self, now_s: float) -> None:
+        """Note the process's CPU at ``now_s`` (the probe's clock); ``busy_share`` moves at each whole
+        ``busy_window_s``."""
+        cpu_s = self._cpu_clock()
+        if self._busy_since is None:
+            self._busy_since = (now_s, cpu_s)
+            return
+        since_s, since_cpu_s = self._busy_since
+        if now_s - since_s >= self.busy_window_s:
+            self.busy_share = max(0.0, cpu_s - since_cpu_s) / (now_s - since_s)
+            self._busy_since = (now_s, cpu_s)
 
     def take(self, window_s: float) -> float | None:
         """The p99 wait over the last ``window_s`` seconds, from the wake-ups since the last take (None: none came,
@@ -83,4 +113,6 @@ class LoopLag:
         while True:
             due = clock() + self.period_s
             await asyncio.sleep(self.period_s)
-            self.observe(clock() - due)
+            now = clock()
+            self.observe(now - due)
+            self.sample_cpu(now)

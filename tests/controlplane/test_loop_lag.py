@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from controlplane.loop_lag import LoopLag, p99_wait_s
+from controlplane.loop_lag import BUSY_WINDOW_S, LoopLag, p99_wait_s
 
 pytestmark = pytest.mark.unit
 
@@ -46,7 +46,45 @@ def test_the_probe_on_a_real_loop_sees_the_loop_held() -> None:
     assert lag.take(1.0) >= 0.065
 
 
+def test_the_busy_share_is_the_process_cpu_over_each_whole_second() -> None:
+    cpu = [0.0]
+    lag = LoopLag(cpu_clock=lambda: cpu[0])
+    lag.sample_cpu(100.0)                  # the first sample starts the first second
+    assert lag.busy_share == 0.0
+    cpu[0] = 0.5
+    lag.sample_cpu(100.0 + BUSY_WINDOW_S / 2)
+    assert lag.busy_share == 0.0           # half a second: not yet
+    cpu[0] = 0.95
+    lag.sample_cpu(100.0 + BUSY_WINDOW_S)
+    assert lag.busy_share == pytest.approx(0.95)
+    cpu[0] = 1.05                          # the next second: 0.1 s of CPU in 1.25 s
+    lag.sample_cpu(101.0 + 1.25 * BUSY_WINDOW_S)
+    assert lag.busy_share == pytest.approx(0.1 / 1.25)
+
+
+def test_the_probe_on_a_real_loop_sees_the_core_busy_though_no_wake_up_is_late() -> None:
+    lag = LoopLag(period_s=0.002, busy_window_s=0.2)
+
+    async def spinning() -> None:   # the loop gives the probe its turn every 1 ms, and spins in between
+        probe = asyncio.create_task(lag.run())
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            spun = time.monotonic() + 0.001
+            while time.monotonic() < spun:
+                pass
+            await asyncio.sleep(0)
+        probe.cancel()
+
+    asyncio.run(spinning())
+    assert lag.busy_share > 0.5 and lag.last_s < 0.2   # (wide: a shared CI core gives the process less)
+
+
 @pytest.mark.parametrize("period_s", [0.0, -1.0, 2.0, float("nan"), "0.01", True])
 def test_a_bad_period_says_what_is_allowed(period_s: object) -> None:
     with pytest.raises(ValueError, match=r"period_s must be a number of seconds > 0 and <= 1, got "):
         LoopLag(period_s=period_s)  # type: ignore[arg-type]
+
+
+def test_a_bad_busy_window_says_what_is_allowed() -> None:
+    with pytest.raises(ValueError, match=r"busy_window_s must be"):
+        LoopLag(busy_window_s=0.0)

@@ -168,10 +168,23 @@ def test_a_report_that_waited_longer_than_its_sender_waits_is_not_worked_on_whil
     assert status == 200 and ReportResponse.model_validate_json(answer).accepted
 
 
+def test_a_report_that_waited_longer_than_its_sender_waits_is_not_worked_on_while_the_core_is_full(
+        ctx: Context) -> None:
+    """The wake-ups on time, the core full: reports wait to be accepted, where the loop's lag does not see them."""
+    route = Route()
+    ctx.lag.observe(0.01)
+    ctx.lag.busy_share = 0.97
+    status, answer = call(ParticipantFastPath(route, ctx),
+                          json.dumps(report("p1", sent_at=time.time() - 3.0)).encode())
+    assert status == 503 and route.calls == [] and ctx.given_up == 1
+    assert views.participants(ctx.live, 1).participants == []
+
+
 def test_an_old_report_while_the_loop_keeps_up_is_a_skewed_clock_and_is_answered_as_before(ctx: Context) -> None:
     route = Route()
-    for lag_s in (0.002, 0.4):   # on time, or behind by less than any sender waits
+    for lag_s, busy_share in ((0.002, 0.1), (0.4, 0.85)):   # on time, or behind by less than any sender waits
         ctx.lag.observe(lag_s)
+        ctx.lag.busy_share = busy_share
         status, answer = call(ParticipantFastPath(route, ctx),
                               json.dumps(report("p1", sent_at=time.time() - 3.0)).encode())
         parsed = ReportResponse.model_validate_json(answer)
