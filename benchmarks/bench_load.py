@@ -80,9 +80,10 @@ from typing import Any
 
 import httpx
 
-from collectors.client import GZIP_ABOVE_BYTES, Backoff
+from collectors.client import GZIP_ABOVE_BYTES, KEEPALIVE_EXPIRY_S, Backoff
 from collectors.config import backoff_cap_s
 from collectors.grants import DEFAULT_CHUNK_S, SOONEST_RETRY_S
+from collectors.reporter import SPREAD_FROM
 from controlplane.ask_pace import ASKS_BUDGET_PER_S
 from controlplane.heap import HeapFreezer
 from controlplane.launcher import end, env_without_settings, free_port, spawn
@@ -267,7 +268,7 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
                       timeout_s: Callable[[], float] = lambda: ANSWER_TIMEOUT_S,
                       failed: Callable[[bool], float | None] = lambda ok: None) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
-    again after a failure), each answer's latency into ``load``; ``wrong(status, answer)`` says what is wrong with
+    again after a failure, and after ``KEEPALIVE_EXPIRY_S`` idle, as a participant's client does), each answer's latency into ``load``; ``wrong(status, answer)`` says what is wrong with
     an answer (None: it is OK), and ``next_in()`` then how long after this send's due time (``from_answer``: after
     the answer, as the grant keeper counts a retry) the next is due. One answered late is followed by the next send
     at once, as the reporter and the keeper do, not by a burst. ``following()``: the interval a sample was sent
@@ -276,10 +277,13 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
     (a backoff)."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
-    due = first_due
+    due = used_at = first_due
     while due < end.at:
         await asyncio.sleep(max(0.0, due - time.monotonic()))
         under_s = following() if following is not None else math.nan
+        if writer is not None and time.monotonic() - used_at > KEEPALIVE_EXPIRY_S:
+            writer.close()   # (idle longer than a participant keeps a connection: it opens a new one)
+            reader = writer = None
         try:
             wait_s = timeout_s()
             if writer is None:
@@ -297,7 +301,7 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
                 writer.close()
             reader = writer = None
             backoff_s = failed(False)
-        now = time.monotonic()
+        now = used_at = time.monotonic()
         due = now + backoff_s if backoff_s is not None else max((now if from_answer else due) + next_in(), now)
     if writer is not None:
         writer.close()
@@ -321,11 +325,11 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
     seq, applied, told_s, spread = 0, b"0", interval_s, False
     rng = random.Random(i)
 
-    def next_in() -> float:   # as the reporter: after a change, a random part of the new interval
+    def next_in() -> float:   # as the reporter: after a change, a random half to one and a half of the new one
         nonlocal spread
         if spread:
             spread = False
-            return told_s * rng.random()
+            return told_s * (SPREAD_FROM + rng.random())
         return told_s
 
     def request() -> bytes:

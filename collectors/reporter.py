@@ -15,7 +15,7 @@ Every round (``run_once``) the reporter
    round (the report asks for no usage map: the shares come from grants). The control plane's
    ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its intervals (it stretches it when the
    reports would take too much of its CPU; the retries of an outage keep to the shorter of it and the configured
-   one, and the round after a change comes after a random part of the new interval). (The tokens of shared limits
+   one, and the round after a change comes after a random half to one and a half of the new interval). (The tokens of shared limits
    come between reports, from the grant keeper: ``collectors.grants``; usage and demand are reported for the
    dashboard and the metrics.)
 
@@ -56,9 +56,15 @@ from .identity import Identity
 from .report_builder import build_report
 from .usage import Suppression, UsageMeter
 
-__all__ = ["Reporter", "Sources"]
+__all__ = ["Reporter", "Sources", "SPREAD_FROM"]
 
 log = logging.getLogger(__name__)
+
+# after a change of interval the next round comes after SPREAD_FROM + a random part of the new interval: a
+# half to one and a half of it, one interval on average. (From nothing to one, each change brought half a report
+# more of every participant: 5,000 participants of a hundred limits, told 30 s, 25 s and then 23 s, sent 293
+# reports a second where 217 were due, and the core the control plane had measured room on was full.)
+SPREAD_FROM = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +120,7 @@ class Reporter:
         self._backoff_cap = backoff_cap_s
         self.backoff = Backoff(interval_s, backoff_cap_s(interval_s), **({"rng": rng} if rng else {}))
         self._rng = rng or random.random
-        self._spread_next = False   # the interval changed: the next round comes after a random part of it
+        self._spread_next = False   # the interval changed: the next round is spread (SPREAD_FROM)
         self.suppression = Suppression(tolerance_pct, max_rounds)
         self.meter = UsageMeter()
         self._wall = wall_s
@@ -168,13 +174,13 @@ class Reporter:
             due = due + delay if due + delay > now else now + delay
 
     def next_delay_s(self, ok: bool) -> float:
-        """How long after a round the next one comes: the interval (after a change, a random part of it), or,
-        when the round failed, the backoff's next wait."""
+        """How long after a round the next one comes: the interval (after a change, a random half to one and a
+        half of it), or, when the round failed, the backoff's next wait."""
         if not ok:
             return self.backoff.next_delay_s()
         if self._spread_next:
             self._spread_next = False
-            return self.interval_s * self._rng()
+            return self.interval_s * (SPREAD_FROM + self._rng())
         return self.interval_s
 
     # --- one round ----------------------------------------------------------------------------------------
@@ -228,7 +234,8 @@ class Reporter:
                  self.interval_s)
         self.interval_s = interval_s
         # the participants told it now got it at about the same time (a control plane that stretches it was slow to
-        # answer them all): each comes next after a random part of it, so that their reports spread over it
+        # answer them all): each comes next after a random half to one and a half of it, so that their reports
+        # spread over one interval (SPREAD_FROM)
         self._spread_next = True
         # retries while the control plane is down do not lengthen with an interval stretched under its load: a
         # restarted control plane re-learns in its configured interval's time (controlplane.report_pace)

@@ -229,8 +229,11 @@ def test_an_interval_stretched_by_a_loaded_control_plane_is_followed_but_retries
     p.report_now()
     assert p.reporter.interval_s == 4.0 and cp.timeout_s == 5.0   # (2 intervals, at most 5 s: it is busy)
     p.reporter._rng = lambda: 0.25
-    # told at about the same time as every other participant: the next report after a random part of the interval
-    assert p.reporter.next_delay_s(True) == 1.0 and p.reporter.next_delay_s(True) == 4.0
+    # told at about the same time as every other participant: the next report after a random half to one and a
+    # half of the interval (one on average: a change brings no reports more), then the interval
+    assert p.reporter.next_delay_s(True) == 3.0 and p.reporter.next_delay_s(True) == 4.0
+    p.reporter._spread_next, p.reporter._rng = True, lambda: 0.999
+    assert p.reporter.next_delay_s(True) == pytest.approx(5.996)
     assert p.reporter.backoff.base_s == 1.0 and p.reporter.backoff.cap_s == 10.0
     cp.told_s = 1.0
     p.report_now()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controlplane.report_pace import MIN_REPORTS, ReportPace
+from controlplane.report_pace import MIN_REPORTS, SHRINK_WINDOWS, ReportPace
 from controlplane.state import LiveState
 from protocol import Report
 
@@ -62,10 +62,12 @@ def test_the_worked_example_stretches_to_whole_steps_and_comes_back_with_headroo
     pace = clocks.pace(cpu_share=0.8)
     assert window(clocks, pace, 3000, 0.00038) == 2.0    # needed 1.43 s
     assert window(clocks, pace, 2400, 0.00038) == 2.0    # needed 1.14 s: x 1.25 = 1.43 s does not fit in 1 s
-    assert window(clocks, pace, 1500, 0.00038) == 1.0    # 0.71 s x 1.25 = 0.89 s: fits
-    assert window(clocks, pace, 1000, 0.0019) == 3.0     # a hundred limits each: 2.4 s
+    # 0.71 s x 1.25 = 0.89 s fits, but not what the windows before needed, until the last of them is 6 windows old
+    assert [window(clocks, pace, 1500, 0.00038) for _ in range(SHRINK_WINDOWS)] == [2.0] * (SHRINK_WINDOWS - 1) + [1.0]
+    assert window(clocks, pace, 1000, 0.0019) == 3.0     # a hundred limits each: 2.4 s, at once
     assert window(clocks, pace, 1000, 0.0016) == 3.0     # 2.0 s x 1.25 = 2.5 s: 2 s would be too close
-    assert window(clocks, pace, 1000, 0.0012) == 2.0     # 1.5 s x 1.25 = 1.9 s: fits in 2 s
+    assert [window(clocks, pace, 1000, 0.0012) for _ in range(SHRINK_WINDOWS)] == [3.0] * (SHRINK_WINDOWS - 1) + [2.0]
+    # (1.5 s x 1.25 = 1.9 s: fits in 2 s, once the 2.4 s and 2.0 s windows are 6 old)
 
 
 def test_a_core_the_reports_fill_stretches_the_interval_though_participants_expired_while_they_waited() -> None:
