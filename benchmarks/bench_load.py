@@ -195,8 +195,8 @@ def control_plane(report_interval_s: float = 1.0) -> Iterator[ControlPlaneProces
 def _report_template(i: int, limits: int = 1, usage_map: bool = True) -> tuple[bytes, ...]:
     """Participant ``i``'s report as byte pieces around its seq, sent_at, interval (the one it follows, as a
     participant says it: the control plane reads its sender's timeout from it), applied policy version and
-    admitted counters (filled per send). ``limits`` > 1: as many topics of its namespace, each a shared limit of its own
-    (the namespace's rate, per topic), with usage, a bucket and counters each (``bench_scale``'s curve).
+    admitted counters (filled per send). ``limits`` > 1: as many topics of its namespace, each a shared limit of
+    its own (the namespace's rate, per topic), with usage, a bucket and counters each (``bench_scale``'s curve).
     ``usage_map``: the report asks for the usage map (PIP-82's relay); the project's participants do not."""
     job = i // GROUP
     tenant, ns, topic, group = f"tenant{job % 10}", f"tenant{job % 10}/ns{job}", f"tenant{job % 10}/ns{job}/t", f"rg{job}"
@@ -268,13 +268,13 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
                       timeout_s: Callable[[], float] = lambda: ANSWER_TIMEOUT_S,
                       failed: Callable[[bool], float | None] = lambda ok: None) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
-    again after a failure, and after ``KEEPALIVE_EXPIRY_S`` idle, as a participant's client does), each answer's latency into ``load``; ``wrong(status, answer)`` says what is wrong with
-    an answer (None: it is OK), and ``next_in()`` then how long after this send's due time (``from_answer``: after
-    the answer, as the grant keeper counts a retry) the next is due. One answered late is followed by the next send
-    at once, as the reporter and the keeper do, not by a burst. ``following()``: the interval a sample was sent
-    under (a report's); ``timeout_s()``: how long to wait for a connection and an answer; ``failed(ok)``, told
-    whether each send was answered with HTTP 200: when it says a number, the next send is due that long after now
-    (a backoff)."""
+    again after a failure, and after ``KEEPALIVE_EXPIRY_S`` idle, as a participant's client does), each answer's
+    latency into ``load``; ``wrong(status, answer)`` says what is wrong with an answer (None: it is OK), and
+    ``next_in()`` then how long after this send's due time (``from_answer``: after the answer, as the grant keeper
+    counts a retry) the next is due. One answered late is followed by the next send at once, as the reporter and
+    the keeper do, not by a burst. ``following()``: the interval a sample was sent under (a report's);
+    ``timeout_s()``: how long to wait for a connection and an answer; ``failed(ok)``, told whether each send was
+    answered with HTTP 200: when it says a number, the next send is due that long after now (a backoff)."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = used_at = first_due

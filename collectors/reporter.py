@@ -15,9 +15,9 @@ Every round (``run_once``) the reporter
    round (the report asks for no usage map: the shares come from grants). The control plane's
    ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its intervals (it stretches it when the
    reports would take too much of its CPU; the retries of an outage keep to the shorter of it and the configured
-   one, and the round after a change comes after a random half to one and a half of the new interval). (The tokens of shared limits
-   come between reports, from the grant keeper: ``collectors.grants``; usage and demand are reported for the
-   dashboard and the metrics.)
+   one, and the round after a change comes after a random half to one and a half of the new interval). (The
+   tokens of shared limits come between reports, from the grant keeper: ``collectors.grants``; usage and demand
+   are reported for the dashboard and the metrics.)
 
 Demand and suppression: ``collectors.usage``; the report itself: ``collectors.report_builder``.
 

@@ -90,7 +90,8 @@ from collections.abc import Callable
 
 from limiter.checks import is_number, positive
 
-__all__ = ["ReportPace", "MIN_REPORTS", "SHRINK_HEADROOM", "SHRINK_WINDOWS", "P99_GOAL_S", "QUEUE_SHARE", "waiting_share"]
+__all__ = ["ReportPace", "MIN_REPORTS", "SHRINK_HEADROOM", "SHRINK_WINDOWS", "P99_GOAL_S", "QUEUE_SHARE",
+           "waiting_share"]
 
 log = logging.getLogger("controlplane")
 
