@@ -37,9 +37,13 @@ from . import grant_connection
 
 A = TypeVar("A", bound=BaseModel)
 GZIP_ABOVE_BYTES = 8 * 1024
-# an idle kept-alive connection is closed after this (httpx's default, stated: the control plane keeps one open
-# far longer, ``controlplane.__main__.KEEP_ALIVE_S``, so it never closes one a participant is about to reuse)
-KEEPALIVE_EXPIRY_S = 5.0
+# an idle kept-alive connection is closed after this: longer than the longest interval a participant is told to
+# report at (30 s, and after a change up to one and a half of it), so that a report reuses the connection of the
+# one before. At httpx's default, 5 s, every report at an interval over 5 s came on a new connection: 5,000
+# participants of ten limits told 6 s took 71 % of the control plane's core at a p99 of 694 ms, against 51 % and
+# 5 ms on kept connections. The control plane keeps one open longer still (``controlplane.__main__.KEEP_ALIVE_S``),
+# so it never closes one a participant is about to reuse
+KEEPALIVE_EXPIRY_S = 50.0
 DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)   # a connection lost under a request
 
 __all__ = ["ParticipantClient", "ControlPlaneClient", "ControlPlaneError", "Unreachable", "Rejected", "Backoff",

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Sequence
 
 # seconds an idle kept-alive connection stays open: far longer than a participant keeps one
-# (``collectors.client.KEEPALIVE_EXPIRY_S``). At uvicorn's default, 5 s, the same as the participant's, a request
-# could cross the server's close and be reset: a grant ask failed with "Connection reset by peer" in a benchmark
-KEEP_ALIVE_S = 30
+# (``collectors.client.KEEPALIVE_EXPIRY_S``, 50 s). At uvicorn's default, 5 s, the same as the participant's then, a
+# request could cross the server's close and be reset: a grant ask failed with "Connection reset by peer" in a
+# benchmark
+KEEP_ALIVE_S = 120
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -109,6 +109,11 @@ def test_the_control_plane_keeps_an_idle_connection_open_longer_than_a_participa
     # else a participant may reuse a connection the server is closing that very moment: its request is reset,
     # and one lost grant ask puts the participant on the outage rules
     from collectors.client import KEEPALIVE_EXPIRY_S
+    from collectors.reporter import SPREAD_FROM
     from controlplane.__main__ import KEEP_ALIVE_S
+    from controlplane.config import MOST_REPORT_INTERVAL_S
 
-    assert KEEP_ALIVE_S >= 4 * KEEPALIVE_EXPIRY_S
+    assert KEEP_ALIVE_S >= 2 * KEEPALIVE_EXPIRY_S
+    # and a participant keeps one across the longest interval it may be told, spread after a change: each report
+    # reuses the connection of the one before
+    assert KEEPALIVE_EXPIRY_S > (SPREAD_FROM + 1) * MOST_REPORT_INTERVAL_S
