@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from controlplane.loop_lag import BUSY_WINDOW_S, LoopLag, p99_wait_s
+from controlplane.loop_lag import LoopLag, p99_wait_s
 
 pytestmark = pytest.mark.unit
 
@@ -48,17 +48,17 @@ def test_the_probe_on_a_real_loop_sees_the_loop_held() -> None:
 
 def test_the_busy_share_is_the_process_cpu_over_each_whole_second() -> None:
     cpu = [0.0]
-    lag = LoopLag(cpu_clock=lambda: cpu[0])
+    lag = LoopLag(cpu_clock=lambda: cpu[0], busy_window_s=1.0)
     lag.sample_cpu(100.0)                  # the first sample starts the first second
     assert lag.busy_share == 0.0
     cpu[0] = 0.5
-    lag.sample_cpu(100.0 + BUSY_WINDOW_S / 2)
+    lag.sample_cpu(100.5)
     assert lag.busy_share == 0.0           # half a second: not yet
     cpu[0] = 0.95
-    lag.sample_cpu(100.0 + BUSY_WINDOW_S)
+    lag.sample_cpu(101.0)
     assert lag.busy_share == pytest.approx(0.95)
     cpu[0] = 1.05                          # the next second: 0.1 s of CPU in 1.25 s
-    lag.sample_cpu(101.0 + 1.25 * BUSY_WINDOW_S)
+    lag.sample_cpu(102.25)
     assert lag.busy_share == pytest.approx(0.1 / 1.25)
 
 
