@@ -22,12 +22,15 @@ reports need is then
 
     needed_s = participants x cpu_per_report_s / cpu_share
 
-the time in which every participant's report fits into ``cpu_share`` of a core -- or, where that is longer, the
-interval told now times the share of the core the reports took in the window, over ``cpu_share`` (a core the
-reports fill answers fewer of them than are due). ``participants`` is the more of those live and those that
-reported in the window: participants whose reports wait in a full core's queue for 2 intervals expire, and the
-live ones alone read low (3 s for 1,000 participants of a hundred limits, where 5 s was needed). The interval told
-is
+the time in which every participant's report fits into ``cpu_share`` of a core -- or, in a window whose process
+CPU took ``FULL_SHARE`` (0.9) of the core or more, where that is longer, the interval told now times the share of
+the core the reports took in the window, over ``cpu_share`` (a core the reports fill answers fewer of them than are
+due). Below that every report due was answered, and that measure counts the reports of participants still on the
+interval told before: after the start-up of 1,000 participants of a hundred limits, told 9 s, half of them still
+on 3 s, the reports took 51 % of a core at a share of 36 %, and it read 13 s where 7 s was needed (and every step
+up is a step to come back down). ``participants`` is the more of those live and those that reported in the window:
+participants whose reports wait in a full core's queue for 2 intervals expire, and the live ones alone read low (3
+s for 1,000 participants of a hundred limits, where 5 s was needed). The interval told is
 ``needed_s`` rounded up to a whole number of ``floor_s`` (the configured interval), within ``floor_s..most_s``:
 steps, so that participants are not told a new interval at every window (each logs the change). It stretches at
 once; it shrinks only when the shorter step would still leave a fifth of the share free (``needed_s x 1.25`` fits
@@ -90,7 +93,7 @@ from collections.abc import Callable
 
 from limiter.checks import is_number, positive
 
-__all__ = ["ReportPace", "MIN_REPORTS", "SHRINK_HEADROOM", "SHRINK_WINDOWS", "P99_GOAL_S", "QUEUE_SHARE",
+__all__ = ["ReportPace", "FULL_SHARE", "MIN_REPORTS", "SHRINK_HEADROOM", "SHRINK_WINDOWS", "P99_GOAL_S", "QUEUE_SHARE",
            "waiting_share"]
 
 log = logging.getLogger("controlplane")
@@ -100,6 +103,7 @@ SHRINK_HEADROOM = 1.25  # a shorter interval is told only when needed_s x this f
 SHRINK_WINDOWS = 6      # ... by the needed_s of each of this many latest windows (30 s of them)
 P99_GOAL_S = 0.1        # the report latency the share is kept to, where reports are slow (see waiting_share)
 P99_OF_MEAN_WAIT = math.log(100)   # a wait's 99th percentile over its mean (an exponential tail)
+FULL_SHARE = 0.9        # a window whose process CPU took this much of a core may have answered fewer reports than due
 QUEUE_SHARE = 0.3       # a measured wait over the goal caps the share only where the window took this much of a core
 CAP_RAISE = 1.25        # a window whose p99 is under half the goal raises the cap by this much
 LOWEST_CAP = 0.05       # the cap's floor (the least report_cpu_share allowed): 13 windows back up to 0.8
@@ -170,7 +174,9 @@ class ReportPace:
             if self.wait_p99_s is not None:
                 self._cap(self.wait_p99_s, (cpu - self._cpu_at) / elapsed_s)
             self.share = min(self.cpu_share, self.cap, waiting_share(self.cpu_per_report_s, self.p99_goal_s))
-            needed_s = max(participants * self.cpu_per_report_s, self.told_s * spent_s / elapsed_s)
+            needed_s = participants * self.cpu_per_report_s
+            if (cpu - self._cpu_at) / elapsed_s >= FULL_SHARE:   # (only then may fewer reports than due be answered)
+                needed_s = max(needed_s, self.told_s * spent_s / elapsed_s)
             self._needed.append(needed_s / self.share if self.share > 0 else math.inf)
             told = self.step_s(self._needed[-1], max(self._needed))
             if told != self.told_s:

@@ -82,6 +82,16 @@ def test_a_core_the_reports_fill_stretches_the_interval_though_participants_expi
     assert window(clocks, pace, 200, 0.002, reports=2500, live=100) == 4.0
 
 
+def test_reports_of_participants_still_on_the_interval_told_before_do_not_stretch_it_while_the_core_has_room() -> None:
+    clocks = Clocks()
+    pace = clocks.pace(most_s=30.0, cpu_share=0.36)
+    # 1,000 participants of a hundred limits, 2.11 ms a report, 2,000 reports in the window (84 % of a core): 5.9 s
+    assert window(clocks, pace, 1000, 0.00211, reports=2000) == 6.0
+    # the next window, each of them once (many still on 1 s): 42 % of the core, above the share of 36 %, but every
+    # report due was answered, and 1,000 of them need 5.9 s still -- not 6 s x 42 % / 36 % = 7.0 s, told 8 s
+    assert window(clocks, pace, 1000, 0.00211, reports=1000) == 6.0
+
+
 def test_it_never_goes_past_the_longest_interval_and_is_never_stretched_when_that_is_the_configured_one() -> None:
     clocks = Clocks()
     assert window(clocks, clocks.pace(most_s=4.0), 100, 0.077) == 4.0   # needed 12.8 s
