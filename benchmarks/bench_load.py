@@ -486,6 +486,7 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
     while settle_s and time.monotonic() - load.unsettled_at < settle_s and time.monotonic() < end.at - duration_s:
         await asyncio.sleep(0.25)
     measure_from = time.monotonic()
+    quiet_s = measure_from - load.unsettled_at   # (under settle_s: the warm-up's most ran out before it settled)
     end.at = measure_from + duration_s
     cpu0, gen0, wall0, mem0 = cpu_seconds(cp_pid), _own_cpu(), time.monotonic(), memory_kb(cp_pid)
     await asyncio.sleep(max(0.0, end.at - time.monotonic()))
@@ -500,7 +501,8 @@ async def _run_load(port: int, participants: int, interval_s: float, warmup_s: f
                   **dict(zip(("scrapes", "scrapes_failed", "scrape_max_ms"), scraped, strict=True)),
                   **dict(zip(("dashboard_reads", "dashboard_reads_failed", "dashboard_max_ms"), read, strict=True)),
                   "rss_start_mb": mem0["VmRSS"] / 1024, "rss_end_mb": mem1["VmRSS"] / 1024,
-                  "hwm_mb": mem1["VmHWM"] / 1024, "window_s": wall, "warmed_s": measure_from - t0}
+                  "hwm_mb": mem1["VmHWM"] / 1024, "window_s": wall, "warmed_s": measure_from - t0,
+                  "quiet_s": quiet_s}
 
 
 def _rounds(took: list[tuple[float, float]], start: float, end: float) -> tuple[int, int, float]:

@@ -316,11 +316,13 @@ CURVE_TRIES = 3
 NEAR_THE_GOAL = 0.5   # of the goal: a first p99 above this is run again too
 
 
-def _told(m: dict[str, Any]) -> str:
+def told_note(m: dict[str, Any]) -> str:
     if m["told_s"] == 1.0:
         return ""
+    since = ("once it had settled" if m["quiet_s"] >= CURVE_SETTLE_S else
+             f"the most the benchmark waits to settle: an interval was last told {m['quiet_s']:.0f} s before")
     return (f" (told by the control plane: at 1 s, reports would take more than their share of its core; measured "
-            f"from {m['warmed_s']:.0f} s, once it had settled)")
+            f"from {m['warmed_s']:.0f} s, {since})")
 
 
 def _chance(m: dict[str, Any], floor: float) -> str:
@@ -330,6 +332,12 @@ def _chance(m: dict[str, Any], floor: float) -> str:
     if floor >= 0.999 * m["expected"]:
         return told
     return f"{told} (fewer than {floor:,.0f}: lost; more: the phases' chance)"
+
+
+def failed_note(m: dict[str, Any]) -> str:
+    """What the note says of the sends not accepted: none, or how many of each kind."""
+    errors = m["errors"]
+    return ", none failed" if not errors else ", failed: " + ", ".join(f"{n:,} {kind}" for kind, n in errors.items())
 
 
 def curve_cell(participants: int, limits: int, quick: bool) -> tuple[dict[str, Any], bool]:
@@ -378,9 +386,10 @@ def curve(quick: bool = False) -> list[dict[str, Any]]:
             floor = reports_due_floor(m)
             out.append(row(SECTION, f"curve: {participants:,} participants x {limits:,} limits: report p99",
                            m["p99_ms"], "ms", f"< {GOAL_P99_MS:g} ms", ok,
-                           note=f"a report every {m['told_s']:g} s{_told(m)}; {cpu_ms:.2f} ms of "
+                           note=f"a report every {m['told_s']:g} s{told_note(m)}; {cpu_ms:.2f} ms of "
                                 f"control-plane CPU a report, {m['cp_cpu_pct']:.0f} % of a core; {m['ok']:,} of "
-                                f"{m['expected']:,.0f} reports accepted{_chance(m, floor)}; RSS {m['rss_end_mb']:.0f} MB; "
+                                f"{m['expected']:,.0f} reports accepted{_chance(m, floor)}{failed_note(m)}; "
+                                f"RSS {m['rss_end_mb']:.0f} MB; "
                                 f"{scrapes_note(m)}{runs_note(runs)}"))
             if not ok:
                 break

@@ -1,10 +1,19 @@
-"""Which run a capacity-curve cell reads when it is run more than once (``benchmarks.bench_scale``)."""
+"""Which run a capacity-curve cell reads when it is run more than once, and what its note says
+(``benchmarks.bench_scale``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.bench_scale import GOAL_P99_MS, median_run, near_the_goal, runs_note
+from benchmarks.bench_scale import (
+    CURVE_SETTLE_S,
+    GOAL_P99_MS,
+    failed_note,
+    median_run,
+    near_the_goal,
+    runs_note,
+    told_note,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -31,3 +40,16 @@ def test_the_median_run_is_read_with_its_own_verdict_whichever_order_the_runs_ca
 def test_the_note_gives_every_run_s_p99_only_when_there_was_more_than_one():
     assert runs_note([run(12.0)]) == ""
     assert "p99s 123, 65, 98 ms" in runs_note([run(123.0), run(65.0), run(98.0)])
+
+
+def test_the_note_says_whether_the_cell_had_settled_or_the_wait_for_it_ran_out():
+    m = {"told_s": 14.0, "warmed_s": 94.2, "quiet_s": CURVE_SETTLE_S + 0.1}
+    assert "measured from 94 s, once it had settled" in told_note(m)
+    m["quiet_s"] = 3.4
+    assert "the most the benchmark waits to settle: an interval was last told 3 s before" in told_note(m)
+    assert told_note({**m, "told_s": 1.0}) == ""   # never stretched: nothing to settle
+
+
+def test_the_note_names_the_sends_that_failed_or_says_none_did():
+    assert failed_note({"errors": {}}) == ", none failed"
+    assert failed_note({"errors": {"TimeoutError": 3, "HTTP 503": 1}}) == ", failed: 3 TimeoutError, 1 HTTP 503"
