@@ -199,7 +199,9 @@ def _report_template(i: int, limits: int = 1, usage_map: bool = True) -> tuple[b
     its own (the namespace's rate, per topic), with usage, a bucket and counters each (``bench_scale``'s curve).
     ``usage_map``: the report asks for the usage map (PIP-82's relay); the project's participants do not."""
     job = i // GROUP
-    tenant, ns, topic, group = f"tenant{job % 10}", f"tenant{job % 10}/ns{job}", f"tenant{job % 10}/ns{job}/t", f"rg{job}"
+    tenant, group = f"tenant{job % 10}", f"rg{job}"
+    ns = f"{tenant}/ns{job}"
+    topic = f"{ns}/t"
     limiters = [("broker", "broker"), ("resource_group", group), ("tenant", tenant), ("namespace", ns),
                 ("topic", topic)]
     report = {
