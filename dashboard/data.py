@@ -165,13 +165,21 @@ def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any]
     if model is None:
         return body
     try:
-        return model.model_validate(body)
+        answer = model.model_validate(body)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         return Unavailable(path, f"the control plane's answer does not fit this dashboard's {model.__name__} "
                                  f"(at {where or 'the top'}: {first['msg']}); are both the same version?",
                            response.status_code)
+    if isinstance(answer, answers.StateAnswer):
+        answer.set_age_s(_age_s(response.headers.get("age")))
+    return answer
+
+
+def _age_s(header: str | None) -> float | None:
+    """HTTP's ``Age`` (whole seconds; RFC 9111: a non-negative integer), or None when absent or not one."""
+    return float(header) if header is not None and header.strip().isdigit() else None
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=256)

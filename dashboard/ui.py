@@ -24,7 +24,7 @@ from dashboard import data, signin
 from dashboard.config import REFRESH_CHOICES, Config, load_config
 
 __all__ = ["config", "conn", "sidebar", "refresh_s", "live", "need", "show_unavailable", "empty_state", "plot",
-           "table", "stamp"]
+           "table", "stamp", "aged"]
 
 REFRESH_KEY = "refresh_s"
 Answer = TypeVar("Answer")
@@ -134,5 +134,18 @@ def _text(v: Any) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.6g}"
 
 
-def stamp() -> None:
-    st.caption(f"live: refreshed at {time.strftime('%H:%M:%S')}, every {refresh_s():g} s")
+def stamp(**views: Any) -> None:
+    """The page's refresh time; and, for each of ``views`` (a name: its answer) the control plane handed out
+    again rather than rendered anew (a view this large is rendered at most so often), how old it is."""
+    st.caption(f"live: refreshed at {time.strftime('%H:%M:%S')}, every {refresh_s():g} s" + aged(views))
+
+
+def aged(views: dict[str, Any]) -> str:
+    """``stamp``'s words on the views that came from an earlier render ("" when none did)."""
+    old = [(name.replace("_", " "), age) for name, view in views.items()
+           if (age := getattr(view, "age_s", None)) is not None]
+    if not old:
+        return ""
+    parts = ", ".join(f"{name} {age:.0f} s" for name, age in old)
+    return (f"; rendered earlier by the control plane, which renders views this large at most so often: {parts} "
+            "old")

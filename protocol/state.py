@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from .fields import LenientModel
 from .wire import DimensionSnapshot, MutationQuotaSnapshot, OffloadStats, QueueEntry
 
 __all__ = [
-    "UNLIMITED", "PerSecond", "ParticipantView", "DepartedView", "ParticipantsState", "BucketRow", "DimensionTotal",
+    "UNLIMITED", "PerSecond", "StateAnswer", "ParticipantView", "DepartedView", "ParticipantsState", "BucketRow", "DimensionTotal",
     "BucketTotal", "BucketsState", "QueueRow", "QueuesState", "GroupUser", "GroupDirection", "ResourceGroupView",
     "ResourceGroupsState", "HistoryPoint", "HistorySeries", "HistoryState", "SharedParticipant", "AdaptiveState",
     "SharedLimit",
@@ -26,6 +26,21 @@ __all__ = [
 
 UNLIMITED = "unlimited"
 PerSecond = float | Literal["unlimited"]
+
+
+class StateAnswer(LenientModel):
+    """An endpoint's whole answer. ``age_s``: how old the control plane's render of it was when it was read (its
+    ``Age`` header: a view this large is rendered anew at most so often, ``controlplane.renders``), set by the
+    reader; None when it was rendered for the read. Not a field: it is how it came, not what it says."""
+
+    _age_s: float | None = PrivateAttr(default=None)
+
+    @property
+    def age_s(self) -> float | None:
+        return self._age_s
+
+    def set_age_s(self, age_s: float | None) -> None:
+        self._age_s = age_s
 
 
 # ---------------------------------------------------------------- /v1/state/participants
@@ -55,7 +70,7 @@ class DepartedView(ParticipantView):
     departedAt: float
 
 
-class ParticipantsState(LenientModel):
+class ParticipantsState(StateAnswer):
     policyVersion: int
     reportIntervalSeconds: float
     participants: list[ParticipantView]
@@ -91,7 +106,7 @@ class BucketTotal(LenientModel):
     bytes: DimensionTotal = Field(default_factory=DimensionTotal)
 
 
-class BucketsState(LenientModel):
+class BucketsState(StateAnswer):
     buckets: list[BucketRow] = Field(description="Per participant and limiter (none when asked for the totals only)")
     totals: list[BucketTotal] = Field(description="Summed over the participants, per (level, kind, name)")
 
@@ -104,7 +119,7 @@ class QueueRow(LenientModel):
     entries: list[QueueEntry] = Field(description="Head first (the next to resume)")
 
 
-class QueuesState(LenientModel):
+class QueuesState(StateAnswer):
     queues: list[QueueRow]
 
 
@@ -136,7 +151,7 @@ class ResourceGroupView(LenientModel):
     dispatch: GroupDirection
 
 
-class ResourceGroupsState(LenientModel):
+class ResourceGroupsState(StateAnswer):
     policyVersion: int
     strategy: str
     resourceGroups: list[ResourceGroupView]
@@ -162,7 +177,7 @@ class HistorySeries(LenientModel):
     points: list[HistoryPoint]
 
 
-class HistoryState(LenientModel):
+class HistoryState(StateAnswer):
     intervalSeconds: float
     windowSeconds: float
     series: list[HistorySeries]
@@ -240,11 +255,11 @@ class AdaptiveTrace(LenientModel):
     points: list[AdaptivePoint]
 
 
-class AdaptiveTraceState(LenientModel):
+class AdaptiveTraceState(StateAnswer):
     limits: list[AdaptiveTrace]
 
 
-class SharedState(LenientModel):
+class SharedState(StateAnswer):
     policyVersion: int
     learning: bool = Field(description="The grant book re-learns after a restart (see POST /v1/grant)")
     limits: list[SharedLimit]

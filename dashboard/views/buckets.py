@@ -59,7 +59,7 @@ def _live(levels: list[str], name: str, dim: str, window: int, only_limited: boo
     if len(series) > MAX_BUCKETS:
         st.caption(f"Showing {MAX_BUCKETS} of {len(series)}: narrow the filters to see the others.")
     st.caption(f"History from the {history.source}.")
-    ui.stamp()
+    ui.stamp(buckets=buckets, history=history, shared_limits=shared)
 
 
 def main() -> None:

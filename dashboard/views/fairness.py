@@ -93,7 +93,7 @@ def _live() -> None:
         _shares(history, rgs)
     if rgs is not None:
         _groups(rgs)
-    ui.stamp()
+    ui.stamp(queues=queues, history=history, resource_groups=rgs)
 
 
 def main() -> None:

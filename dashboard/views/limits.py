@@ -121,7 +121,7 @@ def _live() -> None:
         ui.table(rows, "limits.audit", empty="No change yet.", version=st.column_config.NumberColumn(width="small"),
                  actor=text(width="small"), method=text(width="small"), endpoint=text(width="medium"),
                  change=text(width="large"), old=None, new=None)
-    ui.stamp()
+    ui.stamp(participants=people)
 
 
 def main() -> None:

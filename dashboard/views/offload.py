@@ -81,7 +81,7 @@ def _live() -> None:
     policies = data.policies(conn)
     _offload(people, None if isinstance(settings, data.Unavailable) else settings)
     _mutations(people, None if isinstance(policies, data.Unavailable) else policies)
-    ui.stamp()
+    ui.stamp(participants=people)
 
 
 def main() -> None:

@@ -75,7 +75,7 @@ def _live() -> None:
         _shared(conn, shared)
         if any(limit.adaptive is not None for limit in shared.limits):
             _adaptive(conn)
-    ui.stamp()
+    ui.stamp(participants=people, history=history, buckets=buckets, shared_limits=shared)
 
 
 def _adaptive(conn: data.Conn) -> None:

@@ -19,10 +19,12 @@ from tests.controlplane.conftest import free_port
 pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
-def answer_json(handler: BaseHTTPRequestHandler, body: object) -> None:
+def answer_json(handler: BaseHTTPRequestHandler, body: object, headers: dict[str, str] | None = None) -> None:
     raw = json.dumps(body).encode()
     handler.send_response(200)
     handler.send_header("Content-Type", "application/json")
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.send_header("Content-Length", str(len(raw)))
     handler.end_headers()
     handler.wfile.write(raw)
@@ -105,7 +107,8 @@ def test_the_dashboard_imports_no_spark_no_control_plane_and_no_collectors() -> 
 
 
 class StateStub(BaseHTTPRequestHandler):
-    """A control plane whose /v1/state/buckets answer lacks a field its model requires (a version mismatch)."""
+    """A control plane whose /v1/state/buckets answer lacks a field its model requires (a version mismatch), whose
+    queues are a render 7 s old (``Age``), and whose participants' view is rendered for each read."""
 
     asked: list[str] = []
 
@@ -117,6 +120,10 @@ class StateStub(BaseHTTPRequestHandler):
             body = {"queues": [{"participantId": "p", "level": "topic", "name": "a/b/c", "length": 1,
                                 "entries": [{"producer": "x", "waiting_s": 0.5}]}],
                     "extra": "ignored by a lenient model"}
+            answer_json(self, body, {"Age": "7"})
+            return
+        if urlsplit(self.path).path == "/v1/state/participants":
+            body = {"policyVersion": 3, "reportIntervalSeconds": 1.0, "participants": [], "departed": []}
         answer_json(self, body)
 
     def log_message(self, *args: object) -> None:
@@ -138,6 +145,10 @@ def test_a_state_answer_that_does_not_fit_its_model_is_an_unavailable_that_says_
         # cached as the model: st.cache_data keeps it pickled and gives each read its own copy; nobody is asked
         again = data.queues(conn)
         assert again == queues and again is not queues and StateStub.asked.count("/v1/state/queues") == 1
+        # how old the control plane's render was, kept through the cache; none for a view rendered for the read
+        assert queues.age_s == again.age_s == 7.0
+        people = data.participants(conn)
+        assert people.policyVersion == 3 and people.age_s is None
     finally:
         server.shutdown()
         server.server_close()
