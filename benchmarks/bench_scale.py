@@ -320,7 +320,8 @@ def told_note(m: dict[str, Any]) -> str:
     if m["told_s"] == 1.0:
         return ""
     since = ("once it had settled" if m["quiet_s"] >= CURVE_SETTLE_S else
-             f"the most the benchmark waits to settle: an interval was last told {m['quiet_s']:.0f} s before")
+             f"the most the benchmark waits to settle: the last change, an interval told or a backoff, "
+             f"{m['quiet_s']:.0f} s before")
     return (f" (told by the control plane: at 1 s, reports would take more than their share of its core; measured "
             f"from {m['warmed_s']:.0f} s, {since})")
 

@@ -93,8 +93,8 @@ from collections.abc import Callable
 
 from limiter.checks import is_number, positive
 
-__all__ = ["ReportPace", "FULL_SHARE", "MIN_REPORTS", "SHRINK_HEADROOM", "SHRINK_WINDOWS", "P99_GOAL_S", "QUEUE_SHARE",
-           "waiting_share"]
+__all__ = ["ReportPace", "FULL_SHARE", "MIN_REPORTS", "SHRINK_HEADROOM", "SHRINK_WINDOWS", "P99_GOAL_S",
+           "QUEUE_SHARE", "waiting_share"]
 
 log = logging.getLogger("controlplane")
 

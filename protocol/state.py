@@ -17,11 +17,10 @@ from .fields import LenientModel
 from .wire import DimensionSnapshot, MutationQuotaSnapshot, OffloadStats, QueueEntry
 
 __all__ = [
-    "UNLIMITED", "PerSecond", "StateAnswer", "ParticipantView", "DepartedView", "ParticipantsState", "BucketRow", "DimensionTotal",
-    "BucketTotal", "BucketsState", "QueueRow", "QueuesState", "GroupUser", "GroupDirection", "ResourceGroupView",
-    "ResourceGroupsState", "HistoryPoint", "HistorySeries", "HistoryState", "SharedParticipant", "AdaptiveState",
-    "SharedLimit",
-    "SharedState", "AdaptivePoint", "AdaptiveTrace", "AdaptiveTraceState",
+    "UNLIMITED", "PerSecond", "StateAnswer", "ParticipantView", "DepartedView", "ParticipantsState", "BucketRow",
+    "DimensionTotal", "BucketTotal", "BucketsState", "QueueRow", "QueuesState", "GroupUser", "GroupDirection",
+    "ResourceGroupView", "ResourceGroupsState", "HistoryPoint", "HistorySeries", "HistoryState", "SharedParticipant",
+    "AdaptiveState", "SharedLimit", "SharedState", "AdaptivePoint", "AdaptiveTrace", "AdaptiveTraceState",
 ]
 
 UNLIMITED = "unlimited"
@@ -31,7 +30,8 @@ PerSecond = float | Literal["unlimited"]
 class StateAnswer(LenientModel):
     """An endpoint's whole answer. ``age_s``: how old the control plane's render of it was when it was read (its
     ``Age`` header: a view this large is rendered anew at most so often, ``controlplane.renders``), set by the
-    reader; None when it was rendered for the read. Not a field: it is how it came, not what it says."""
+    reader; None when it was rendered for the read. Not a field: it is how it came, not what it says (no JSON or
+    schema has it; pydantic's ``==`` compares it, as it does every private attribute)."""
 
     _age_s: float | None = PrivateAttr(default=None)
 

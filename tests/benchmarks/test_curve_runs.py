@@ -46,7 +46,8 @@ def test_the_note_says_whether_the_cell_had_settled_or_the_wait_for_it_ran_out()
     m = {"told_s": 14.0, "warmed_s": 94.2, "quiet_s": CURVE_SETTLE_S + 0.1}
     assert "measured from 94 s, once it had settled" in told_note(m)
     m["quiet_s"] = 3.4
-    assert "the most the benchmark waits to settle: an interval was last told 3 s before" in told_note(m)
+    assert "the most the benchmark waits to settle: the last change, an interval told or a backoff, 3 s before" in (
+        told_note(m))
     assert told_note({**m, "told_s": 1.0}) == ""   # never stretched: nothing to settle
 
 
