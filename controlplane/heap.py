@@ -35,9 +35,10 @@ which ``tick`` runs when the heap has grown ``growth`` times (2) since the last 
 allocated blocks, ``sys.getallocatedblocks()``, kept per arena: 0.1 ms at 3.5 million blocks (counting the frozen
 list walks it: 50-60 ms at half a million objects, a pause of its own), but 2.7 ms at the 3-GB heap of 100
 participants of 5,000 limits, which read at every tick took 2.7 % of the core (py-spy), so it is read at most once
-every ``sweep_every_s`` -- and no sooner than ``min_interval_s`` (60 s) after the last one or the start. The full collection pauses the process about a microsecond an object (0.4-0.6 s
-at 1,000 participants of 10 limits), so those pauses come at most once a minute, and only while the heap grows --
-participants joining, the history of the last 15 minutes filling, a flood of refusals -- not at steady state.
+every ``sweep_every_s`` -- and no sooner than ``min_interval_s`` (60 s) after the last one or the start. The full
+collection pauses the process about a microsecond an object (0.4-0.6 s at 1,000 participants of 10 limits), so those
+pauses come at most once a minute, and only while the heap grows -- participants joining, the history of the last 15
+minutes filling, a flood of refusals -- not at steady state.
 
 That pause grows with the heap, and a heap that grows because it holds more (participants of many limits, each
 limiter's history filling) is collected as often as one that grows with garbage: 1,000 participants of 100 limits
