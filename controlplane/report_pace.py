@@ -168,15 +168,15 @@ class ReportPace:
         if self._reports >= MIN_REPORTS:
             spent_s = max(0.0, cpu - self._cpu_at - self._excluded_s)
             self.cpu_per_report_s = spent_s / self._reports
-            # (the second: what the reports took of the core at the interval told, for a core they fill)
+            busy = (cpu - self._cpu_at) / elapsed_s   # the process's share of the core in the window
             participants = max(live, len(self._seen))
             self.wait_p99_s = wait_p99_s
             if self.wait_p99_s is not None:
-                self._cap(self.wait_p99_s, (cpu - self._cpu_at) / elapsed_s)
+                self._cap(self.wait_p99_s, busy)
             self.share = min(self.cpu_share, self.cap, waiting_share(self.cpu_per_report_s, self.p99_goal_s))
             needed_s = participants * self.cpu_per_report_s
-            if (cpu - self._cpu_at) / elapsed_s >= FULL_SHARE:   # (only then may fewer reports than due be answered)
-                needed_s = max(needed_s, self.told_s * spent_s / elapsed_s)
+            if busy >= FULL_SHARE:   # (only then may fewer reports than due be answered: what they took of the core
+                needed_s = max(needed_s, self.told_s * spent_s / elapsed_s)   # at the interval told, then, too)
             self._needed.append(needed_s / self.share if self.share > 0 else math.inf)
             told = self.step_s(self._needed[-1], max(self._needed))
             if told != self.told_s:
