@@ -648,13 +648,18 @@ def dashboard_note(m: dict[str, Any]) -> str:
             f"{m['dashboard_reads']} rounds{failed}{longest}; told {m['told_s']:g} s")
 
 
+def errors_text(errors: dict[str, int]) -> str:
+    """How many sends had each problem, for a row's note ("none" when none had one)."""
+    return ", ".join(f"{kind}: {n}" for kind, n in sorted(errors.items())) or "none"
+
+
 def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
     asking = m.get("asking", False)
     what = f"{m['participants']:,} participants x {m['duration_s']:g} s" + (
         ", asking for grants at their limits' ceiling" if asking else "") + (
         f", {m['limits']} limits each, the dashboard open" if m.get("dashboard_s") is not None else "")
     p99 = m["p99_ms"]
-    errors = ", ".join(f"{k}: {v}" for k, v in sorted(m["errors"].items())) or "none"
+    errors = errors_text(m["errors"])
     ok_share = m["ok"] / m["expected"] if m["expected"] else math.nan
     due_floor = reports_due_floor(m)
     handled = m["answered"] / m["window_s"]
@@ -664,7 +669,7 @@ def rows_of(m: dict[str, Any]) -> list[dict[str, Any]]:
     if asking:
         limits = math.ceil(m["participants"] / GROUP)
         sent = m["asks_sent"]
-        ask_errors = ", ".join(f"{k}: {v}" for k, v in sorted(m["ask_errors"].items())) or "none"
+        ask_errors = errors_text(m["ask_errors"])
         asks = [row(SECTION, f"{what}: grant ask latency p99", m["ask_p99_ms"], "ms", f"< {GOAL_P99_MS:g} ms",
                     bool(m["ask_p99_ms"] < GOAL_P99_MS), note=f"p50 {m['ask_p50_ms']:.2f} ms; one connection each"),
                 row(SECTION, f"{what}: grant asks answered", m["asks_ok"] / sent if sent else math.nan, "of sent",

@@ -64,6 +64,7 @@ from .bench_load import (
     PARTICIPANT,
     ControlPlaneProcess,
     cpu_seconds,
+    errors_text,
     memory_kb,
     reports_due_floor,
     scrapes_note,
@@ -337,8 +338,7 @@ def _chance(m: dict[str, Any], floor: float) -> str:
 
 def failed_note(m: dict[str, Any]) -> str:
     """What the note says of the sends not accepted: none, or how many of each kind."""
-    errors = m["errors"]
-    return ", none failed" if not errors else ", failed: " + ", ".join(f"{n:,} {kind}" for kind, n in errors.items())
+    return ", none failed" if not m["errors"] else ", failed: " + errors_text(m["errors"])
 
 
 def curve_cell(participants: int, limits: int, quick: bool) -> tuple[dict[str, Any], bool]:

@@ -53,4 +53,4 @@ def test_the_note_says_whether_the_cell_had_settled_or_the_wait_for_it_ran_out()
 
 def test_the_note_names_the_sends_that_failed_or_says_none_did():
     assert failed_note({"errors": {}}) == ", none failed"
-    assert failed_note({"errors": {"TimeoutError": 3, "HTTP 503": 1}}) == ", failed: 3 TimeoutError, 1 HTTP 503"
+    assert failed_note({"errors": {"TimeoutError": 3, "HTTP 503": 1}}) == ", failed: HTTP 503: 1, TimeoutError: 3"
