@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 import httpx
 import streamlit as st
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from dashboard import rates
 from metrics.catalogue import BY_NAME
@@ -55,7 +55,7 @@ HISTORY_S = 900.0   # the control plane keeps this much history
 TIMEOUT = httpx.Timeout(3.0, connect=1.0)
 VERSION_HEADER = "X-Policy-Version"
 ORIGINAL_PRINCIPAL = "X-Original-Principal"
-Answer = TypeVar("Answer", bound=BaseModel)   # a state endpoint's model
+Answer = TypeVar("Answer", bound=answers.StateAnswer)   # a state endpoint's model
 
 def _rate(metric: str) -> str:
     return f"sum by (level, kind, name) (rate({BY_NAME[metric].exposed}{{sel}}[{{w}}]))"
@@ -79,7 +79,7 @@ PROMETHEUS_QUERIES = {
 
 # what each state endpoint answers, as the control plane declares it: every answer is read through its model, so
 # a field the two sides disagree on is a clear Unavailable here, not an empty table on a page
-STATE_MODELS: dict[str, type[BaseModel]] = {
+STATE_MODELS: dict[str, type[answers.StateAnswer]] = {
     "/v1/state/participants": answers.ParticipantsState, "/v1/state/buckets": answers.BucketsState,
     "/v1/state/queues": answers.QueuesState, "/v1/state/resourcegroups": answers.ResourceGroupsState,
     "/v1/state/history": answers.HistoryState, "/v1/state/shared": answers.SharedState,
@@ -172,8 +172,7 @@ def _fetch(url: str, token: str | None, path: str, params: tuple[tuple[str, Any]
         return Unavailable(path, f"the control plane's answer does not fit this dashboard's {model.__name__} "
                                  f"(at {where or 'the top'}: {first['msg']}); are both the same version?",
                            response.status_code)
-    if isinstance(answer, answers.StateAnswer):
-        answer.set_age_s(_age_s(response.headers.get("age")))
+    answer.set_age_s(_age_s(response.headers.get("age")))
     return answer
 
 
