@@ -268,7 +268,8 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
                       load: Load, request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None],
                       from_answer: bool = False, following: Callable[[], float] | None = None,
                       timeout_s: Callable[[], float] = lambda: ANSWER_TIMEOUT_S,
-                      failed: Callable[[bool], float | None] = lambda ok: None) -> None:
+                      failed: Callable[[bool], float | None] = lambda ok: None,
+                      next_at: Callable[[], float | None] = lambda: None) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
     again after a failure, and after ``KEEPALIVE_EXPIRY_S`` idle, as a participant's client does), each answer's
     latency into ``load``; ``wrong(status, answer)`` says what is wrong with an answer (None: it is OK), and
@@ -276,7 +277,9 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
     counts a retry) the next is due. One answered late is followed by the next send at once, as the reporter and
     the keeper do, not by a burst. ``following()``: the interval a sample was sent under (a report's);
     ``timeout_s()``: how long to wait for a connection and an answer; ``failed(ok)``, told whether each send was
-    answered with HTTP 200: when it says a number, the next send is due that long after now (a backoff)."""
+    answered with HTTP 200: when it says a number, the next send is due that long after now (a backoff);
+    ``next_at()``: else, when the answer said when to send next (monotonic seconds; a report's place in the
+    interval), then instead of ``next_in()``."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = used_at = first_due
@@ -304,7 +307,11 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
             reader = writer = None
             backoff_s = failed(False)
         now = used_at = time.monotonic()
-        due = now + backoff_s if backoff_s is not None else max((now if from_answer else due) + next_in(), now)
+        told_at = next_at()
+        if backoff_s is not None:
+            due = now + backoff_s
+        else:
+            due = max(told_at if told_at is not None else (now if from_answer else due) + next_in(), now)
     if writer is not None:
         writer.close()
 
@@ -312,7 +319,8 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
 async def _participant(i: int, port: int, first_due: float, interval_s: float, end: Until, load: Load,
                        connect_at: float, limits: int = 1, usage_map: bool = True) -> None:
     """Participant ``i``'s reporter: a report every ``interval_s``, its policy version applied from the answers,
-    and then every interval an answer tells (a loaded control plane stretches it: ``controlplane.report_pace``)."""
+    and then every interval an answer tells (a loaded control plane stretches it: ``controlplane.report_pace``), at
+    the place in it the answer tells (``controlplane.report_phase``)."""
     pieces = _report_template(i, limits, usage_map)
     # a report of many limits goes gzip-compressed, as a participant sends it: its fixed pieces compressed once,
     # each a gzip member, the values of each send as small members between them (RFC 1952: the body inflates to
@@ -324,7 +332,7 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
     head = (f"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {PARTICIPANT}\r\n"
             f"Content-Type: application/json\r\n{encoding}User-Agent: throttlescope-bench\r\nContent-Length: ").encode()
     value = packed or (lambda b: b)
-    seq, applied, told_s, spread = 0, b"0", interval_s, False
+    seq, applied, told_s, spread, told_at = 0, b"0", interval_s, False, None
     rng = random.Random(i)
 
     def next_in() -> float:   # as the reporter: after a change, a random half to one and a half of the new one
@@ -344,7 +352,7 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         return head + str(len(body)).encode() + b"\r\n\r\n" + body
 
     def wrong(status: int, answer: bytes) -> str | None:
-        nonlocal applied, told_s, spread
+        nonlocal applied, told_s, spread, told_at
         version = _POLICY_VERSION.search(answer)
         if version is not None:   # applied, as a participant does: the next answers omit the policy document
             applied = version.group(1)
@@ -352,6 +360,9 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         if told is not None and float(told.group(1)) != told_s:   # followed, as a participant does
             told_s, spread = float(told.group(1)), True
             load.unsettled_at = time.monotonic()
+        place = _NEXT.search(answer)   # the place in the interval told: followed, instead of a random spread
+        told_at = time.monotonic() + float(place.group(1)) if place is not None else None
+        spread = spread and told_at is None
         if status != 200:
             return f"HTTP {status}"
         if b'"accepted":true' in answer:
@@ -373,11 +384,12 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
         return backoff.next_delay_s()
 
     await _send_every(port, connect_at, first_due, next_in, end, load, request, wrong, following=lambda: told_s,
-                      timeout_s=lambda: report_timeout_s(told_s), failed=failed)
+                      timeout_s=lambda: report_timeout_s(told_s), failed=failed, next_at=lambda: told_at)
 
 
 _POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')
 _TOLD = re.compile(rb'"reportIntervalSeconds":([0-9.eE+]+)')
+_NEXT = re.compile(rb'"nextReportInSeconds":([0-9.eE+]+)')
 _REASON = re.compile(rb'"reason":"([^"0-9]{1,40})')
 
 

@@ -15,7 +15,9 @@ Every round (``run_once``) the reporter
    round (the report asks for no usage map: the shares come from grants). The control plane's
    ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its intervals (it stretches it when the
    reports would take too much of its CPU; the retries of an outage keep to the shorter of it and the configured
-   one, and the round after a change comes after a random half to one and a half of the new interval). (The
+   one, and the round after a change comes after a random half to one and a half of the new interval), and so is
+   ``nextReportInSeconds``, when the next round comes: this participant's place in the interval, so that the
+   reports of all participants reach the control plane spread evenly, not meeting at random. (The
    tokens of shared limits come between reports, from the grant keeper: ``collectors.grants``; usage and demand
    are reported for the dashboard and the metrics.)
 
@@ -121,6 +123,7 @@ class Reporter:
         self.backoff = Backoff(interval_s, backoff_cap_s(interval_s), **({"rng": rng} if rng else {}))
         self._rng = rng or random.random
         self._spread_next = False   # the interval changed: the next round is spread (SPREAD_FROM)
+        self._told_due: float | None = None   # when the last answer said the next round comes (monotonic s)
         self.suppression = Suppression(tolerance_pct, max_rounds)
         self.meter = UsageMeter()
         self._wall = wall_s
@@ -161,7 +164,6 @@ class Reporter:
         while not self._stop.wait(max(0.0, due - time.monotonic())):
             try:
                 ok = self.run_once()
-                delay = self.next_delay_s(ok)
             except Exception:  # noqa: BLE001 - a bug must not kill the reporter; keep the limits, keep trying
                 if not self._bug_logged:
                     log.exception("throttlescope: a report round failed unexpectedly; limits unchanged, retrying "
@@ -169,9 +171,17 @@ class Reporter:
                     self._bug_logged = True
                 else:
                     log.debug("throttlescope: report round failed again", exc_info=True)
-                delay = self.backoff.next_delay_s()
-            now = time.monotonic()
-            due = due + delay if due + delay > now else now + delay
+                ok = False
+            due = self.next_due(ok, due, time.monotonic())
+
+    def next_due(self, ok: bool, due: float, now: float) -> float:
+        """When the round after one due at ``due`` that ended at ``now`` comes (monotonic seconds, never before
+        ``now``): where the answer said (this participant's place in the interval), else ``next_delay_s`` after
+        ``due``."""
+        delay = self.next_delay_s(ok)
+        if ok and self._told_due is not None:
+            return max(self._told_due, now)
+        return due + delay if due + delay > now else now + delay
 
     def next_delay_s(self, ok: bool) -> float:
         """How long after a round the next one comes: the interval (after a change, a random half to one and a
@@ -201,6 +211,7 @@ class Reporter:
                               send, unchanged, snapshots, fair=p.applier.grants.fair, offload=p.offload.snapshot(),
                               mutations=p.mutation_quotas.snapshot())
         self.last_report = report
+        self._told_due = None
         try:
             answer = self.client.report(report)
         except ControlPlaneError as e:
@@ -224,8 +235,15 @@ class Reporter:
         p.applier.grants.reachable()
         p.applier.apply(answer.policies)
         self._adopt_interval(answer.reportIntervalSeconds)
+        self._adopt_next(answer.nextReportInSeconds)
         self.ready.set()
         return True
+
+    def _adopt_next(self, in_s: float | None) -> None:
+        # (a time beyond what any interval allows is not followed: the interval's own rules are)
+        if in_s is not None and 0 <= in_s <= (1 + SPREAD_FROM) * MAX_INTERVAL_S:
+            self._told_due = time.monotonic() + in_s
+            self._spread_next = False   # (the place told spreads the rounds; a random one would undo it)
 
     def _adopt_interval(self, interval_s: float) -> None:
         if interval_s == self.interval_s or not (MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S):

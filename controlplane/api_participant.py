@@ -92,6 +92,7 @@ def report_response(live: LiveState, policies: PolicySet, interval_s: float, bod
         policies=policies if body.applied_policy_version != policies.version else None,
         usage=live.usage_map(keys) if body.usage_map else {},
         reportIntervalSeconds=interval_s,
+        nextReportInSeconds=live.next_report_in_s(body.participant.participant_id, interval_s),
         accepted=accepted, reason=reason, usageMissing=live.missing(body.participant.participant_id, keys))
 
 

@@ -42,13 +42,14 @@ fell), and told 16 s from the quiet windows' measure, the core filled and the re
 
 Where reports are slow, ``cpu_share`` is not what holds their latency: 100 participants of 1,000 limits, 28 ms a
 report at 70 % of a core, read a p99 of 215-380 ms, most of it queueing. The reports of many participants, each
-periodic with its own phase, arrive as a Poisson stream, each served in ``c`` = ``cpu_per_report_s``: an M/D/1
-queue, whose mean wait at a share ``r`` of the core is ``r c / (2 (1 - r))``; its 99th percentile is taken as ln 100
-(4.6) times that (an exponential tail). So the share is also at most the one at which ``c`` plus that stays within
-``p99_goal_s`` (0.1 s), ``waiting_share``: ``1 / (1 + 4.6 c / (2 (p99_goal_s - c)))`` -- above ``cpu_share`` (0.8)
-up to 10 ms a report, so it changes nothing for reports of up to about a hundred limits; 0.53 at 28 ms, 0.30 at 50
-ms; at a report as slow as the goal (a participant of 5,000 limits: 125 ms) none is enough, and the interval goes
-to ``most_s``.
+periodic with a phase of its own, are taken as a Poisson stream (the places in the interval the control plane tells
+them, ``controlplane.report_phase``, spread them more evenly where they are followed: the model errs long), each
+served in ``c`` = ``cpu_per_report_s``: an M/D/1 queue, whose mean wait at a share ``r`` of the core is
+``r c / (2 (1 - r))``; its 99th percentile is taken as ln 100 (4.6) times that (an exponential tail). So the share
+is also at most the one at which ``c`` plus that stays within ``p99_goal_s`` (0.1 s), ``waiting_share``:
+``1 / (1 + 4.6 c / (2 (p99_goal_s - c)))`` -- above ``cpu_share`` (0.8) up to 10 ms a report, so it changes nothing
+for reports of up to about a hundred limits; 0.53 at 28 ms, 0.30 at 50 ms; at a report as slow as the goal (a
+participant of 5,000 limits: 125 ms) none is enough, and the interval goes to ``most_s``.
 
 The model knows the reports only, and the loop runs more (``controlplane.loop_lag``): on 1,000 participants of 100
 limits, 4.2 ms a report at 80 % of a core, the p99 read 122 ms where it says 43. So where the loop's wait is

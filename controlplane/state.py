@@ -18,7 +18,8 @@ every access), and ``goodbye`` removes one at once. Removed participants are rem
 The interval told to participants may be longer than the configured one (``controlplane.report_pace``); ``tell``
 says which is told now, and "an interval" above is the longest any participant may still be following
 (``reach_s``): one told ``X`` seconds at ``t`` reports again by ``t + X`` and is then told the current one, so an
-interval told before counts until ``t + 2X``.
+interval told before counts until ``t + 2X``. Each live participant holds a slot, its place in the interval
+(``controlplane.report_phase``): taken with its first accepted report, freed when it is removed.
 
 Every accepted report also goes, under the same lock, into the usage index (``controlplane.usage_index``: limit
 key -> participant -> usage, what the answers' usage maps read) and the history (``controlplane.history``: per
@@ -39,6 +40,7 @@ from typing import Any
 
 from controlplane.admitted import Span, advance
 from controlplane.history import HISTORY_S, History
+from controlplane.report_phase import ReportSlots, next_report_in_s
 from controlplane.usage_index import UsageIndex
 from protocol import Report, UsageValues, limit_key
 
@@ -85,6 +87,7 @@ class LiveState:
         self._clock = clock
         self._lock = threading.Lock()
         self._peers: dict[str, Peer] = {}   # least recently heard from first (expiry stops at the first live one)
+        self._slots = ReportSlots()          # each live participant's place in the interval (report_phase)
         self._usage = UsageIndex()
         self._departed: deque[Departed] = deque(maxlen=MAX_DEPARTED)
         self._history = History(interval_s)
@@ -136,6 +139,7 @@ class LiveState:
             if peer is not None and report.seq <= peer.report.seq:
                 return False, f"seq {report.seq} is not above the last accepted seq {peer.report.seq}"
             self._unrecorded.append((pid, report, now, None if peer is None else peer.report))
+            self._slots.take(pid)
             usage = {limit_key(u.level, u.direction, u.name): UsageValues(
                 usage_msgs_per_s=u.usage_msgs_per_s, usage_bytes_per_s=u.usage_bytes_per_s,
                 demand_msgs_per_s=u.demand_msgs_per_s, demand_bytes_per_s=u.demand_bytes_per_s)
@@ -181,6 +185,7 @@ class LiveState:
         self._record()   # (before the history forgets the participant: a report recorded after would revive it)
         self._usage.replace(pid, peer.usage, {})
         self._history.forget(pid)
+        self._slots.free(pid)
         if self.listener is not None:
             self.listener.departed(peer.report, why)
         self._departed.append(Departed(pid, peer, why, now))
@@ -206,6 +211,13 @@ class LiveState:
     def participants(self) -> int:
         """How many participants are live (as of the last expiry)."""
         return len(self._peers)
+
+    def next_report_in_s(self, participant_id: str, interval_s: float) -> float | None:
+        """Seconds from now to the participant's next report at ``interval_s``, at its phase in the interval
+        (``controlplane.report_phase``); None if it is not live."""
+        with self._lock:
+            slot = self._slots.get(participant_id)
+        return None if slot is None else next_report_in_s(slot, interval_s, self._clock())
 
     def last_seq(self, participant_id: str) -> int:
         """The ``seq`` of the participant's last accepted report (-1: not live)."""

@@ -333,6 +333,10 @@ class ReportResponse(LenientModel):
     reportIntervalSeconds: float = Field(description="The interval participants should report at: the configured "
                                                      "one, or longer while reports would take more than their "
                                                      "share of the control plane's CPU")
+    nextReportInSeconds: float | None = Field(None, description=(
+        "When to send the next report, in seconds from this answer: the participant's place in the interval, so "
+        "that the reports of all participants arrive spread evenly over it (half to one and a half intervals; "
+        "absent for a participant the control plane does not hold as live)"))
     accepted: bool = Field(True, description="False when the report was ignored (stale or out of sequence)")
     reason: str | None = Field(None, description="Why the report was ignored")
     usageMissing: list[str] = Field(default_factory=list, description=(

@@ -40,12 +40,14 @@ class InProcessControlPlane:
         self.goodbyes: list[str] = []
         self.fail: ControlPlaneError | None = None
         self.timeout_s = 1.0
+        self.tells_place = True   # False: its answers say no place in the interval (``nextReportInSeconds``)
 
     def report(self, report: Report) -> ReportResponse:
         if self.fail is not None:
             raise self.fail
         self.reports.append(report)
-        return report_response(self.live, self.policies, self.told_s, report)
+        answer = report_response(self.live, self.policies, self.told_s, report)
+        return answer if self.tells_place else answer.model_copy(update={"nextReportInSeconds": None})
 
     def grant(self, request: GrantRequest, timeout_s: float | None = None) -> GrantAnswer:
         if self.fail is not None:

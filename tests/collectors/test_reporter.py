@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
@@ -11,7 +12,7 @@ from collectors.usage import STEAL_PAUSED, Suppression, UsageMeter, estimate_dem
 from controlplane import views
 from limiter import ManualClock, PublishLimits
 from limiter.policy import Level, Rate
-from protocol import Report, UsageValues
+from protocol import Report, ReportResponse, UsageValues
 
 from .helpers import InProcessControlPlane, grouped, make_participant, send_paced
 
@@ -223,6 +224,7 @@ def test_the_control_planes_interval_is_followed(clock: ManualClock) -> None:
 def test_an_interval_stretched_by_a_loaded_control_plane_is_followed_but_retries_keep_to_the_configured_one(
         clock: ManualClock) -> None:
     cp = InProcessControlPlane(grouped(1000), interval_s=1.0)
+    cp.tells_place = False   # (a control plane that says no place in the interval: the participant's own spread)
     p = make_participant(clock, cp, interval_s=1.0)
     assert p.reporter.next_delay_s(True) == 1.0
     cp.told_s = 4.0
@@ -231,13 +233,41 @@ def test_an_interval_stretched_by_a_loaded_control_plane_is_followed_but_retries
     p.reporter._rng = lambda: 0.25
     # told at about the same time as every other participant: the next report after a random half to one and a
     # half of the interval (one on average: a change brings no reports more), then the interval
-    assert p.reporter.next_delay_s(True) == 3.0 and p.reporter.next_delay_s(True) == 4.0
+    assert p.reporter.next_due(True, 100.0, 100.2) == 103.0 and p.reporter.next_due(True, 103.0, 103.2) == 107.0
     p.reporter._spread_next, p.reporter._rng = True, lambda: 0.999
     assert p.reporter.next_delay_s(True) == pytest.approx(5.996)
     assert p.reporter.backoff.base_s == 1.0 and p.reporter.backoff.cap_s == 10.0
     cp.told_s = 1.0
     p.report_now()
     assert p.reporter.interval_s == 1.0 and p.reporter.backoff.base_s == 1.0
+
+
+def test_each_participant_reports_next_at_the_place_in_the_interval_the_control_plane_tells_it(
+        clock: ManualClock) -> None:
+    cp = InProcessControlPlane(grouped(1000), interval_s=1.0)
+    cp.told_s = 10.0   # (a change of interval: without a place told, the next round would come at random)
+    first, second = (make_participant(clock, cp, pid, interval_s=1.0) for pid in ("first", "second"))
+    dues = []
+    for p in (first, second, first):
+        p.report_now()
+        now = time.monotonic()
+        due = p.reporter.next_due(True, now - 0.05, now)
+        assert now + 5.0 - 0.05 <= due <= now + 15.0   # (a half to one and a half of the interval)
+        dues.append(due)
+    # slot 0's phase is 0 of the interval, slot 1's 0.618 of it; the first told again keeps its place
+    assert (dues[1] - dues[0]) % 10.0 == pytest.approx(6.18, abs=0.05)
+    assert (dues[2] - dues[0] + 5.0) % 10.0 - 5.0 == pytest.approx(0.0, abs=0.05)
+    assert first.reporter.next_due(False, 100.0, 100.1) <= 100.1 + 1.0   # a failed round waits its backoff
+
+
+def test_a_place_in_the_interval_no_interval_allows_is_not_followed(clock: ManualClock) -> None:
+    class FarOff(InProcessControlPlane):
+        def report(self, report: Report) -> ReportResponse:
+            return super().report(report).model_copy(update={"nextReportInSeconds": 1e6})
+
+    p = make_participant(clock, FarOff(grouped(1000), interval_s=1.0), interval_s=1.0)
+    p.report_now()
+    assert p.reporter.next_due(True, 100.0, 100.1) == 101.0
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:

@@ -36,6 +36,7 @@ def test_policies_only_when_the_version_moved(cp: ControlPlane) -> None:
     part, admin = cp.client(PARTICIPANT), cp.client(ADMIN)
     first = send(part, report("pv", seq=1, applied=0))
     assert first.accepted and first.policies is not None and first.reportIntervalSeconds == 1.0
+    assert first.nextReportInSeconds is not None and 0.5 <= first.nextReportInSeconds <= 1.5   # (its place in it)
     assert first.policies.version == first.policyVersion
     assert first.policies.resourceGroups["rg-p"].publishRateInMsgs == 100
     assert first.policies.namespaceResourceGroups["acme/web"] == "rg-p"
