@@ -28,14 +28,15 @@ How it is measured
 
 The capacity curve (``curve``): for each number of limits a participant (1 -> 5,000), participants up a ladder
 (10 -> 5,000) until the report p99 misses 100 ms, each reporting every second (or as the control plane tells: it
-stretches the interval when the reports would take more than their share of its core, ``controlplane.report_pace``;
-each cell is measured once no participant was told a new interval for 12 s) through ``bench_load``'s generator, as
-the project's participants report (no usage map asked: their shares come from grants; asking for it, 20 participants
-a limit, made the answer to a report of 100 limits 2,000 entries, and the control plane's CPU 5.4 ms a report
-instead of 3.3), with Prometheus scraping ``/metrics`` every 5 s as under ``make run``: the report p99 and the
-control plane's CPU a report of each cell, and the most participants one process served (cells beyond 500,000
-participant-limits are not run: the control plane's memory, 6.7 GB in the paper case, is the bound there). A
-cell whose first p99 misses or reads within half the goal is run ``CURVE_TRIES`` (3) times and reads its median.
+stretches the interval when the reports would take more than their share of its core, ``controlplane.report_pace``,
+and tells each participant its place in it, ``controlplane.report_phase``; each cell is measured once no participant
+was told a new interval for 12 s) through ``bench_load``'s generator, as the project's participants report (no usage
+map asked: their shares come from grants; asking for it, 20 participants a limit, made the answer to a report of 100
+limits 2,000 entries, and the control plane's CPU 5.4 ms a report instead of 3.3), with Prometheus scraping
+``/metrics`` every 5 s as under ``make run``: the report p99 and the control plane's CPU a report of each cell, and
+the most participants one process served (cells beyond 500,000 participant-limits are not run: the control plane's
+memory, 6.7 GB in the paper case, is the bound there). A cell whose first p99 misses or reads within half the goal
+is run ``CURVE_TRIES`` (3) times and reads its median.
 
 Run: ``python -m benchmarks --only scale`` (``--quick``: 2 groups, 1,000 limits a participant), or
 ``python -m benchmarks.bench_scale [--quick]``.
@@ -369,7 +370,8 @@ def runs_note(runs: list[tuple[dict[str, Any], bool]]) -> str:
 def curve(quick: bool = False) -> list[dict[str, Any]]:
     """The capacity curve: per limits a participant, participants up the ladder until the report p99 misses
     100 ms (or a report goes unanswered), each reporting every second (``bench_load``'s generator: one keep-alive
-    connection each, phases spread over the second, large reports gzip-compressed). Rows: each cell's p99 and
+    connection each, phases spread over the second until the control plane tells each its place, large reports
+    gzip-compressed). Rows: each cell's p99 and
     the control plane's CPU a report, and per limits a participant the most participants one process served."""
     ladder, sizes = ((30, 100, 300), (1, 100, 1000)) if quick else (CURVE_PARTICIPANTS, CURVE_LIMITS)
     out, served = [], {}

@@ -40,7 +40,7 @@ __all__ = ["Renders", "Rendered", "Answer", "Pieces", "streamed", "FRESH_BELOW_C
 
 Pieces = Iterator[bytes | None]   # a render's text, piece by piece; None where it pauses for the loop
 FRESH_BELOW_CPU_S = 0.05    # a render that took less is never handed out again
-SEND_BYTES = 256 * 1024     # a reused render goes out in pieces of this size (each gzipped in turn)
+SEND_BYTES = 256 * 1024     # a reused render goes out in chunks of about this size (each gzipped in turn)
 FORGET_AFTER_S = 60.0       # a key nobody read for this long no longer counts, and its render is dropped
 
 
@@ -48,7 +48,13 @@ FORGET_AFTER_S = 60.0       # a key nobody read for this long no longer counts, 
 class Rendered:
     started_s: float   # on the monotonic clock
     cpu_s: float       # the loop's CPU for the render's own steps
-    text: bytes
+    # the text in the pieces it was rendered in: joined at the render's end, a scrape of 13.5 MB (300 participants of
+    # 1,000 limits) held the loop 40-50 ms in one go, where the reports' p99 was 25 ms
+    pieces: tuple[bytes, ...]
+
+    @property
+    def text(self) -> bytes:
+        return b"".join(self.pieces)
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,7 @@ class Renders:
         self._read_s[key] = now
         last = self.reusable(key)
         if last is not None:
-            return Answer(now - last.started_s, _resend(last.text))
+            return Answer(now - last.started_s, _resend(last.pieces))
         body = self._render(key, render)
         first = await anext(body, b"")
         return Answer(None, _after(first, body))
@@ -120,7 +126,7 @@ class Renders:
                 kept.append(piece)
                 yield piece
             await asyncio.sleep(0)
-        self._kept[key] = Rendered(started_s, cpu_s, b"".join(kept))
+        self._kept[key] = Rendered(started_s, cpu_s, tuple(kept))
 
 
 async def _after(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -130,10 +136,19 @@ async def _after(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[byte
         yield piece
 
 
-async def _resend(text: bytes) -> AsyncIterator[bytes]:
-    for start in range(0, len(text), SEND_BYTES):
-        yield text[start:start + SEND_BYTES]
-        await asyncio.sleep(0)
+async def _resend(pieces: tuple[bytes, ...]) -> AsyncIterator[bytes]:
+    """The pieces of a render, sent again in chunks of ``SEND_BYTES`` or just over (whole pieces)."""
+    group: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        group.append(piece)
+        size += len(piece)
+        if size >= SEND_BYTES:
+            yield b"".join(group)
+            group, size = [], 0
+            await asyncio.sleep(0)
+    if group:
+        yield b"".join(group)
 
 
 def streamed(answer: Answer, media_type: str) -> StreamingResponse:

@@ -41,7 +41,7 @@ import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -178,14 +178,19 @@ class _Values:
         return family
 
     def family_steps(self, name: str) -> Iterator[Family | None]:
-        """The family of ``name``, last, after a ``None`` every ``STEP_ENTRIES`` series (a pause: see ``collect_steps``)."""
+        """The family of ``name``, last, after a ``None`` every ``STEP_ENTRIES`` series (a pause: see
+        ``collect_steps``). Its values are taken out and let go series by series as they are read, so a second read
+        of ``name`` finds none: freeing them all at once when the scrape ended held the loop (300 participants of
+        1,000 limits: 100-210 ms at the scrape's last step, millions of floats, where the reports' p99 was 25 ms)."""
         spec = BY_NAME[name]
         family = (CounterMetricFamily if spec.type == "counter" else GaugeMetricFamily)(
             spec.name, spec.help, labels=list(spec.labels))
         reduce = _REDUCE[spec.across]
-        for i, (labels, values) in enumerate(sorted(self.by.get(name, {}).items()), 1):
+        series: list[Any] = sorted(self.by.pop(name, {}).items())
+        for i, (labels, values) in enumerate(series):
+            series[i] = None   # (its values freed as ``values`` moves on to the next series)
             family.add_metric(list(labels), reduce(values))
-            if i % STEP_ENTRIES == 0:
+            if (i + 1) % STEP_ENTRIES == 0:
                 yield None
         yield family
 
