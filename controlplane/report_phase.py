@@ -8,7 +8,7 @@ interval waits a random half to one and a half of the new one), the reports of m
 Poisson stream and meet: one that comes while another is being answered waits for it. Where a report is slow that
 wait is the p99: 100 participants of 5,000 limits, told 30 s, take 53 ms of the loop a report and send 3.3 reports
 a second, 18 % of a core, yet the slowest of the 25 reports in an 8-s window read 111-177 ms, each a report that
-came while one or two others were answered. Told a phase each, the same participants' slowest read 86 ms (the
+came while one or two others were answered. Told a phase each, the same participants' slowest read 57-94 ms (the
 benchmark's curve). The answer to every report already says the interval to report at; it now also says when to
 send the next one (``nextReportInSeconds``), and participants follow it, as they follow the interval.
 

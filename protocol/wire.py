@@ -336,7 +336,7 @@ class ReportResponse(LenientModel):
     nextReportInSeconds: float | None = Field(None, description=(
         "When to send the next report, in seconds from this answer: the participant's place in the interval, so "
         "that the reports of all participants arrive spread evenly over it (half to one and a half intervals; "
-        "absent for a participant the control plane does not hold as live)"))
+        "null for a participant the control plane does not hold as live)"))
     accepted: bool = Field(True, description="False when the report was ignored (stale or out of sequence)")
     reason: str | None = Field(None, description="Why the report was ignored")
     usageMissing: list[str] = Field(default_factory=list, description=(
