@@ -11,9 +11,14 @@ from benchmarks.bench_load import measure, rows_of, scrape_every_s
 
 pytestmark = pytest.mark.integration
 
+# the warm-up outlasts each participant's first report (at warm-up / 2 plus up to an interval) and the next one, at
+# the place in the interval its answer tells (half to one and a half intervals on): from the window on, each reports
+# every interval exactly, so a window of n intervals holds n of each participant's reports
+WARMUP_S = 5.5
+
 
 def test_load_generator_reports_for_every_participant_and_reads_the_control_plane() -> None:
-    m = measure(participants=40, duration_s=3.0, warmup_s=1.5)
+    m = measure(participants=40, duration_s=3.0, warmup_s=WARMUP_S)
     assert m["sent"] == m["expected"] == 120 and m["ok"] == 120 and not m["errors"], m
     assert 0 < m["p50_ms"] <= m["p99_ms"] <= m["max_ms"] < 5000
     assert m["cp_cpu_pct"] > 0 and m["rss_end_mb"] > 10 and m["hwm_mb"] >= m["rss_end_mb"]
@@ -27,7 +32,7 @@ def test_load_generator_reports_for_every_participant_and_reads_the_control_plan
 def test_the_curve_s_reports_of_many_limits_are_accepted_with_prometheus_scraping_beside() -> None:
     # as the project's participants report (bench_scale's curve); a field the control plane does not know would be
     # refused (422) and counted as an error
-    m = measure(participants=20, duration_s=2.0, warmup_s=1.0, limits=30, usage_map=False, scrape_s=0.4)
+    m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, limits=30, usage_map=False, scrape_s=0.4)
     assert m["sent"] == m["expected"] == 40 and m["ok"] == 40 and not m["errors"], m
     # Prometheus beside them, as under make run (here every 0.4 s): every scrape answered
     assert m["scrapes"] >= 3 and m["scrapes_failed"] == 0 and 0 < m["scrape_max_ms"] < 5000, m
@@ -35,7 +40,7 @@ def test_the_curve_s_reports_of_many_limits_are_accepted_with_prometheus_scrapin
 
 
 def test_the_dashboard_s_reads_beside_the_load_are_answered_and_the_rows_say_so() -> None:
-    m = measure(participants=20, duration_s=2.0, warmup_s=1.0, limits=30, usage_map=False, dashboard_s=0.3)
+    m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, limits=30, usage_map=False, dashboard_s=0.3)
     assert m["sent"] == m["expected"] == 40 and m["ok"] == 40 and not m["errors"], m
     assert m["dashboard_reads"] >= 3 and m["dashboard_reads_failed"] == 0 and 0 < m["dashboard_max_ms"] < 5000, m
     rows = rows_of(m)
@@ -45,7 +50,7 @@ def test_the_dashboard_s_reads_beside_the_load_are_answered_and_the_rows_say_so(
 
 
 def test_participants_that_also_ask_for_grants_follow_the_answers_and_the_rows_say_so() -> None:
-    m = measure(participants=20, duration_s=2.0, warmup_s=1.0, usage_map=False, asking=True)
+    m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, usage_map=False, asking=True)
     assert m["ok"] == 40 and m["asks_sent"] == m["asks_ok"] > 0 and not m["ask_errors"], m
     # one job of 20 at its limit's ceiling: its 100 asks a second (each short of the ask, back after retry_s)
     assert 60 <= m["asks_sent"] / 2.0 <= 130, m["asks_sent"]
