@@ -307,10 +307,10 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
             reader = writer = None
             backoff_s = failed(False)
         now = used_at = time.monotonic()
-        told_at = next_at()
         if backoff_s is not None:
             due = now + backoff_s
         else:
+            told_at = next_at()
             due = max(told_at if told_at is not None else (now if from_answer else due) + next_in(), now)
     if writer is not None:
         writer.close()

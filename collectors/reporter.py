@@ -178,9 +178,9 @@ class Reporter:
         """When the round after one due at ``due`` that ended at ``now`` comes (monotonic seconds, never before
         ``now``): where the answer said (this participant's place in the interval), else ``next_delay_s`` after
         ``due``."""
-        delay = self.next_delay_s(ok)
         if ok and self._told_due is not None:
             return max(self._told_due, now)
+        delay = self.next_delay_s(ok)
         return due + delay if due + delay > now else now + delay
 
     def next_delay_s(self, ok: bool) -> float:
