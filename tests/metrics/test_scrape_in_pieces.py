@@ -14,6 +14,7 @@ from controlplane.renders import FORGET_AFTER_S, FRESH_BELOW_CPU_S, SEND_BYTES
 from controlplane.scrapes import Scrapes
 from metrics.collector import STEP_ENTRIES
 from metrics.exposition import pieces
+from protocol import PolicySet, ResourceGroup
 
 from .conftest import Env, bucket, counters, report
 
@@ -74,6 +75,22 @@ def test_collect_steps_pauses_and_yields_collects_families(make_env) -> None:
     families = [step for step in steps if step is not None]
     assert [f.name for f in families] == [f.name for f in env.collector.collect()]
     assert [f.samples for f in families] == [f.samples for f in env.collector.collect()]
+
+
+def test_the_resource_groups_usage_is_gathered_a_report_at_a_time_with_pauses_between(make_env) -> None:
+    # participants whose reports carry nothing but the usage of many resource groups: gathered in one step after
+    # the reports, that step held the event loop for every participant's every key at once
+    groups = {f"rg{i}": ResourceGroup(publishRateInMsgs=1000) for i in range(LIMITS)}
+    env: Env = make_env(policies=PolicySet(version=2, resourceGroups=groups))
+    for p in range(PARTICIPANTS):
+        env.send(report(env, f"w{p}", 1, usage=[{"level": "resource_group", "name": name, "direction": "publish",
+                                                 "usage_msgs_per_s": p + 1.0} for name in groups]))
+    steps = list(env.collector.collect_steps())
+    first_family = next(i for i, step in enumerate(steps) if step is not None)
+    assert first_family >= PARTICIPANTS * LIMITS // STEP_ENTRIES   # the pauses come while the usage is read
+    everyone = PARTICIPANTS * (PARTICIPANTS + 1) / 2
+    assert env.value("throttlescope_resource_group_usage", resource_group="rg7", monitoring_class="publish",
+                     dimension="msgs") == everyone
 
 
 def test_the_endpoint_text_is_the_registry_text_and_the_loop_runs_between_pieces(make_env) -> None:
