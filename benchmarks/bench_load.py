@@ -80,10 +80,10 @@ from typing import Any
 
 import httpx
 
-from collectors.client import GZIP_ABOVE_BYTES, KEEPALIVE_EXPIRY_S, Backoff
+from collectors.client import GZIP_ABOVE_BYTES, KEEPALIVE_EXPIRY_S
 from collectors.config import backoff_cap_s
 from collectors.grants import DEFAULT_CHUNK_S, SOONEST_RETRY_S
-from collectors.reporter import SPREAD_FROM
+from collectors.report_schedule import ReportSchedule
 from controlplane.ask_pace import ASKS_BUDGET_PER_S
 from controlplane.heap import HeapFreezer
 from controlplane.launcher import end, env_without_settings, free_port, spawn
@@ -268,18 +268,16 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
                       load: Load, request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None],
                       from_answer: bool = False, following: Callable[[], float] | None = None,
                       timeout_s: Callable[[], float] = lambda: ANSWER_TIMEOUT_S,
-                      failed: Callable[[bool], float | None] = lambda ok: None,
-                      next_at: Callable[[], float | None] = lambda: None) -> None:
+                      next_due: Callable[[bool, float, float], float] | None = None) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
     again after a failure, and after ``KEEPALIVE_EXPIRY_S`` idle, as a participant's client does), each answer's
     latency into ``load``; ``wrong(status, answer)`` says what is wrong with an answer (None: it is OK), and
     ``next_in()`` then how long after this send's due time (``from_answer``: after the answer, as the grant keeper
     counts a retry) the next is due. One answered late is followed by the next send at once, as the reporter and
     the keeper do, not by a burst. ``following()``: the interval a sample was sent under (a report's);
-    ``timeout_s()``: how long to wait for a connection and an answer; ``failed(ok)``, told whether each send was
-    answered with HTTP 200: when it says a number, the next send is due that long after now (a backoff);
-    ``next_at()``: else, when the answer said when to send next (monotonic seconds; a report's place in the
-    interval), then instead of ``next_in()``."""
+    ``timeout_s()``: how long to wait for a connection and an answer; ``next_due(ok, due, now)``, told whether
+    each send was answered with HTTP 200, says when the next send is due instead of ``next_in()`` (a report's:
+    ``collectors.report_schedule``)."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = used_at = first_due
@@ -299,19 +297,18 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
             status, answer = await asyncio.wait_for(_answer(reader), wait_s)  # type: ignore[arg-type]
             latency = time.monotonic() - start
             load.samples.append(Sample(due, latency, wrong(status, answer), under_s))
-            backoff_s = failed(status == 200)   # (an error status is a failed round to the reporter too)
+            ok = status == 200   # (an error status is a failed round to the reporter too)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
             load.samples.append(Sample(due, math.nan, type(e).__name__, under_s))
             if writer is not None:
                 writer.close()
             reader = writer = None
-            backoff_s = failed(False)
+            ok = False
         now = used_at = time.monotonic()
-        if backoff_s is not None:
-            due = now + backoff_s
+        if next_due is not None:
+            due = next_due(ok, due, now)
         else:
-            told_at = next_at()
-            due = max(told_at if told_at is not None else (now if from_answer else due) + next_in(), now)
+            due = max((now if from_answer else due) + next_in(), now)
     if writer is not None:
         writer.close()
 
@@ -332,59 +329,43 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
     head = (f"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {PARTICIPANT}\r\n"
             f"Content-Type: application/json\r\n{encoding}User-Agent: throttlescope-bench\r\nContent-Length: ").encode()
     value = packed or (lambda b: b)
-    seq, applied, told_s, spread, told_at = 0, b"0", interval_s, False, None
-    rng = random.Random(i)
-
-    def next_in() -> float:   # as the reporter: after a change, a random half to one and a half of the new one
-        nonlocal spread
-        if spread:
-            spread = False
-            return told_s * (SPREAD_FROM + rng.random())
-        return told_s
+    seq, applied = 0, b"0"
+    # when each report goes, as the reporter's: the interval told, the place in it told, the backoff of a failure
+    schedule = ReportSchedule(interval_s, backoff_cap_s, random.Random(i).random)
 
     def request() -> bytes:
         nonlocal seq
         seq += 1
         admitted = value(str(seq * 100).encode())
         body = b"".join((pieces[0], value(str(seq).encode()), pieces[1], value(repr(time.time()).encode()),
-                         pieces[2], value(f"{told_s:g}".encode()), pieces[3], value(applied),
+                         pieces[2], value(f"{schedule.interval_s:g}".encode()), pieces[3], value(applied),
                          *(p + admitted for p in pieces[4:-1]), pieces[-1]))
         return head + str(len(body)).encode() + b"\r\n\r\n" + body
 
     def wrong(status: int, answer: bytes) -> str | None:
-        nonlocal applied, told_s, spread, told_at
+        nonlocal applied
+        if status != 200:
+            return f"HTTP {status}"
         version = _POLICY_VERSION.search(answer)
         if version is not None:   # applied, as a participant does: the next answers omit the policy document
             applied = version.group(1)
-        told = _TOLD.search(answer)
-        if told is not None and float(told.group(1)) != told_s:   # followed, as a participant does
-            told_s, spread = float(told.group(1)), True
-            load.unsettled_at = time.monotonic()
-        place = _NEXT.search(answer)   # the place in the interval told: followed, instead of a random spread
-        told_at = time.monotonic() + float(place.group(1)) if place is not None else None
-        spread = spread and told_at is None
-        if status != 200:
-            return f"HTTP {status}"
+        told, place = _TOLD.search(answer), _NEXT.search(answer)
+        if schedule.answered(float(told.group(1)) if told else schedule.interval_s,
+                             float(place.group(1)) if place else None, time.monotonic()):
+            load.unsettled_at = time.monotonic()   # (an interval told that it was not following)
         if b'"accepted":true' in answer:
             return None
         reason = _REASON.search(answer)   # (its words up to the first number: "the report was sent", "seq")
         return "not accepted" + (f" ({reason.group(1).decode().strip()})" if reason else "")
 
-    backoff = Backoff(interval_s, backoff_cap_s(interval_s), rng.random)
+    def next_due(ok: bool, due: float, now: float) -> float:
+        if not ok:
+            load.unsettled_at = now
+        return schedule.next_due(ok, due, now)
 
-    def failed(ok: bool) -> float | None:   # as the reporter: a failed round waits its backoff, from the interval
-        nonlocal backoff                     # told or the configured one, the shorter
-        if ok:
-            backoff.reset()
-            return None
-        load.unsettled_at = time.monotonic()
-        base_s = min(told_s, interval_s)
-        if backoff.base_s != base_s:
-            backoff = Backoff(base_s, backoff_cap_s(base_s), rng.random)
-        return backoff.next_delay_s()
-
-    await _send_every(port, connect_at, first_due, next_in, end, load, request, wrong, following=lambda: told_s,
-                      timeout_s=lambda: report_timeout_s(told_s), failed=failed, next_at=lambda: told_at)
+    await _send_every(port, connect_at, first_due, lambda: schedule.interval_s, end, load, request, wrong,
+                      following=lambda: schedule.interval_s, timeout_s=lambda: report_timeout_s(schedule.interval_s),
+                      next_due=next_due)
 
 
 _POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')

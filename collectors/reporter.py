@@ -13,13 +13,9 @@ Every round (``run_once``) the reporter
 3. POSTs it (``ControlPlaneClient``; short timeout) and applies the answer (``Applier``): new policies when the
    version moved; the usage entries the control plane holds nothing for (``usageMissing``) go in full next
    round (the report asks for no usage map: the shares come from grants). The control plane's
-   ``reportIntervalSeconds`` is adopted, since its expiry rule counts in its intervals (it stretches it when the
-   reports would take too much of its CPU; the retries of an outage keep to the shorter of it and the configured
-   one, and the round after a change comes after a random half to one and a half of the new interval), and so is
-   ``nextReportInSeconds``, when the next round comes: this participant's place in the interval, so that the
-   reports of all participants reach the control plane spread evenly, not meeting at random. (The
-   tokens of shared limits come between reports, from the grant keeper: ``collectors.grants``; usage and demand
-   are reported for the dashboard and the metrics.)
+   ``reportIntervalSeconds`` and ``nextReportInSeconds`` (this participant's place in the interval) say when the
+   next round comes: ``collectors.report_schedule``. (The tokens of shared limits come between reports, from the
+   grant keeper: ``collectors.grants``; usage and demand are reported for the dashboard and the metrics.)
 
 Demand and suppression: ``collectors.usage``; the report itself: ``collectors.report_builder``.
 
@@ -28,15 +24,14 @@ Failure
 Any ``ControlPlaneError`` keeps the last policies (fail-static) and puts the shared limits under the outage rules
 (``collectors.grants``: the pool, then the static split ``safe`` -- the limit is held and nobody who was sending
 stalls), logs once per outage (a warning, and an info line on recovery), and the next attempt waits
-``Backoff`` (exponential from the interval, capped, jittered) instead of the interval. A restarted control plane
-re-learns what is spent before it hands out more (learning mode, ``controlplane.grants``). Nothing in the hot path
-ever waits on any of this.
+``Backoff`` (exponential from the interval, capped, jittered: ``collectors.report_schedule``) instead of the
+interval. A restarted control plane re-learns what is spent before it hands out more (learning mode,
+``controlplane.grants``). Nothing in the hot path ever waits on any of this.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -51,23 +46,16 @@ from limiter.offload import OffloadThrottle
 from limiter.policy import Level
 
 from .apply import DISPATCH, PUBLISH, SHARED_LEVELS, Applier
-from .client import Backoff, ControlPlaneError, ParticipantClient
-from .config import MAX_INTERVAL_S, MIN_INTERVAL_S
+from .client import ControlPlaneError, ParticipantClient
 from .dispatching import DispatchLimits
 from .identity import Identity
 from .report_builder import build_report
+from .report_schedule import ReportSchedule
 from .usage import Suppression, UsageMeter
 
-__all__ = ["Reporter", "Sources", "SPREAD_FROM"]
+__all__ = ["Reporter", "Sources"]
 
 log = logging.getLogger(__name__)
-
-# after a change of interval the next round comes after SPREAD_FROM + a random part of the new interval: a
-# half to one and a half of it, one interval on average. (From nothing to one, each change brought half a report
-# more of every participant: 5,000 participants of a hundred limits, told 30 s, 25 s and then 23 s, sent 293
-# reports a second where 217 were due, and the core the control plane had measured room on was full.)
-SPREAD_FROM = 0.5
-
 
 @dataclass(frozen=True, slots=True)
 class Sources:
@@ -117,13 +105,7 @@ class Reporter:
                  rng: Callable[[], float] | None = None):
         self.p = participant
         self.client = client
-        self.interval_s = interval_s
-        self._configured_s = interval_s
-        self._backoff_cap = backoff_cap_s
-        self.backoff = Backoff(interval_s, backoff_cap_s(interval_s), **({"rng": rng} if rng else {}))
-        self._rng = rng or random.random
-        self._spread_next = False   # the interval changed: the next round is spread (SPREAD_FROM)
-        self._told_due: float | None = None   # when the last answer said the next round comes (monotonic s)
+        self.schedule = ReportSchedule(interval_s, backoff_cap_s, **({"rng": rng} if rng else {}))
         self.suppression = Suppression(tolerance_pct, max_rounds)
         self.meter = UsageMeter()
         self._wall = wall_s
@@ -172,26 +154,12 @@ class Reporter:
                 else:
                     log.debug("throttlescope: report round failed again", exc_info=True)
                 ok = False
-            due = self.next_due(ok, due, time.monotonic())
+            due = self.schedule.next_due(ok, due, time.monotonic())
 
-    def next_due(self, ok: bool, due: float, now: float) -> float:
-        """When the round after one due at ``due`` that ended at ``now`` comes (monotonic seconds, never before
-        ``now``): where the answer said (this participant's place in the interval), else ``next_delay_s`` after
-        ``due``."""
-        if ok and self._told_due is not None:
-            return max(self._told_due, now)
-        delay = self.next_delay_s(ok)
-        return due + delay if due + delay > now else now + delay
-
-    def next_delay_s(self, ok: bool) -> float:
-        """How long after a round the next one comes: the interval (after a change, a random half to one and a
-        half of it), or, when the round failed, the backoff's next wait."""
-        if not ok:
-            return self.backoff.next_delay_s()
-        if self._spread_next:
-            self._spread_next = False
-            return self.interval_s * (SPREAD_FROM + self._rng())
-        return self.interval_s
+    @property
+    def interval_s(self) -> float:
+        """The interval this participant reports in (the control plane's, once told)."""
+        return self.schedule.interval_s
 
     # --- one round ----------------------------------------------------------------------------------------
 
@@ -211,7 +179,6 @@ class Reporter:
                               send, unchanged, snapshots, fair=p.applier.grants.fair, offload=p.offload.snapshot(),
                               mutations=p.mutation_quotas.snapshot())
         self.last_report = report
-        self._told_due = None
         try:
             answer = self.client.report(report)
         except ControlPlaneError as e:
@@ -223,7 +190,6 @@ class Reporter:
             p.applier.refresh()
             return False
         self._outage.succeeded()
-        self.backoff.reset()
         self.last_error = None
         self.last_answer = answer
         if answer.accepted:
@@ -234,32 +200,13 @@ class Reporter:
         self.suppression.force(k for k in answer.usageMissing if k in measured)
         p.applier.grants.reachable()
         p.applier.apply(answer.policies)
-        self._adopt_interval(answer.reportIntervalSeconds)
-        self._adopt_next(answer.nextReportInSeconds)
+        was_s = self.interval_s
+        if self.schedule.answered(answer.reportIntervalSeconds, answer.nextReportInSeconds, time.monotonic()):
+            log.info("throttlescope: reporting every %g s, as the control plane asks (was %g s)", self.interval_s,
+                     was_s)
+            self.client.timeout_s = wire.report_timeout_s(self.interval_s)
         self.ready.set()
         return True
-
-    def _adopt_next(self, in_s: float | None) -> None:
-        # (a time beyond what any interval allows is not followed: the interval's own rules are)
-        if in_s is not None and 0 <= in_s <= (1 + SPREAD_FROM) * MAX_INTERVAL_S:
-            self._told_due = time.monotonic() + in_s
-            self._spread_next = False   # (the place told spreads the rounds; a random one would undo it)
-
-    def _adopt_interval(self, interval_s: float) -> None:
-        if interval_s == self.interval_s or not (MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S):
-            return
-        log.info("throttlescope: reporting every %g s, as the control plane asks (was %g s)", interval_s,
-                 self.interval_s)
-        self.interval_s = interval_s
-        # the participants told it now got it at about the same time (a control plane that stretches it was slow to
-        # answer them all): each comes next after a random half to one and a half of it, so that their reports
-        # spread over one interval (SPREAD_FROM)
-        self._spread_next = True
-        # retries while the control plane is down do not lengthen with an interval stretched under its load: a
-        # restarted control plane re-learns in its configured interval's time (controlplane.report_pace)
-        retry_s = min(interval_s, self._configured_s)
-        self.backoff = Backoff(retry_s, self._backoff_cap(retry_s))
-        self.client.timeout_s = wire.report_timeout_s(interval_s)
 
     def _measure(self, now: float) -> tuple[dict, dict[str, wire.UsageValues]]:
         """Snapshots of every limiter, and this round's usage and demand for each reported shared limit."""

@@ -22,7 +22,7 @@ shortest -- so however many participants there are, and without moving any one o
 reports stay about 0.45 to 1.46 of an even spacing apart. The answer tells each participant the time from now
 to the next moment of its phase on the control plane's clock that is at least ``EARLIEST`` (a half) of the interval
 away: a half to one and a half of the interval, one on average, so that a change of interval brings no reports
-more than the participants' own random spread did (``collectors.reporter.SPREAD_FROM``).
+more than the participants' own random spread did (``collectors.report_schedule.SPREAD_FROM``).
 
 Worked example: 100 participants told 30 s hold the slots 0..99; the gaps between their phases are 0.15, 0.24 or
 0.39 s (0.50, 0.81 and 1.32 of the 0.3-s even spacing), so a report of 53 ms never waits for another. Slot 1's

@@ -109,7 +109,7 @@ def test_the_control_plane_keeps_an_idle_connection_open_longer_than_a_participa
     # else a participant may reuse a connection the server is closing that very moment: its request is reset,
     # and one lost grant ask puts the participant on the outage rules
     from collectors.client import KEEPALIVE_EXPIRY_S
-    from collectors.reporter import SPREAD_FROM
+    from collectors.report_schedule import SPREAD_FROM
     from controlplane.__main__ import KEEP_ALIVE_S
     from controlplane.config import MOST_REPORT_INTERVAL_S
 

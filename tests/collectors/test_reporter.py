@@ -201,7 +201,7 @@ def test_unreachable_keeps_the_limits_logs_once_and_forces_a_full_report(clock: 
     assert entry(cp.reports[-1]) is not None                       # full after a failure
     infos = [r for r in caplog.records if r.levelno == logging.INFO and "reachable again" in r.getMessage()]
     assert len(infos) == 1
-    assert p.reporter.backoff.failures == 0
+    assert p.reporter.schedule.backoff.failures == 0
 
 
 def test_a_refused_report_is_a_failure_too(clock: ManualClock, caplog: pytest.LogCaptureFixture) -> None:
@@ -218,7 +218,7 @@ def test_the_control_planes_interval_is_followed(clock: ManualClock) -> None:
     p = make_participant(clock, cp, interval_s=1.0)
     p.report_now()
     assert p.reporter.interval_s == 0.5
-    assert p.reporter.backoff.base_s == 0.5 and cp.timeout_s == 1.0
+    assert p.reporter.schedule.backoff.base_s == 0.5 and cp.timeout_s == 1.0
 
 
 def test_an_interval_stretched_by_a_loaded_control_plane_is_followed_but_retries_keep_to_the_configured_one(
@@ -226,20 +226,21 @@ def test_an_interval_stretched_by_a_loaded_control_plane_is_followed_but_retries
     cp = InProcessControlPlane(grouped(1000), interval_s=1.0)
     cp.tells_place = False   # (a control plane that says no place in the interval: the participant's own spread)
     p = make_participant(clock, cp, interval_s=1.0)
-    assert p.reporter.next_delay_s(True) == 1.0
+    schedule = p.reporter.schedule
+    assert schedule.next_delay_s(True) == 1.0
     cp.told_s = 4.0
     p.report_now()
     assert p.reporter.interval_s == 4.0 and cp.timeout_s == 5.0   # (2 intervals, at most 5 s: it is busy)
-    p.reporter._rng = lambda: 0.25
+    schedule.rng = lambda: 0.25
     # told at about the same time as every other participant: the next report after a random half to one and a
     # half of the interval (one on average: a change brings no reports more), then the interval
-    assert p.reporter.next_due(True, 100.0, 100.2) == 103.0 and p.reporter.next_due(True, 103.0, 103.2) == 107.0
-    p.reporter._spread_next, p.reporter._rng = True, lambda: 0.999
-    assert p.reporter.next_delay_s(True) == pytest.approx(5.996)
-    assert p.reporter.backoff.base_s == 1.0 and p.reporter.backoff.cap_s == 10.0
+    assert schedule.next_due(True, 100.0, 100.2) == 103.0 and schedule.next_due(True, 103.0, 103.2) == 107.0
+    schedule.spread_next, schedule.rng = True, lambda: 0.999
+    assert schedule.next_delay_s(True) == pytest.approx(5.996)
+    assert schedule.backoff.base_s == 1.0 and schedule.backoff.cap_s == 10.0
     cp.told_s = 1.0
     p.report_now()
-    assert p.reporter.interval_s == 1.0 and p.reporter.backoff.base_s == 1.0
+    assert p.reporter.interval_s == 1.0 and schedule.backoff.base_s == 1.0
 
 
 def test_each_participant_reports_next_at_the_place_in_the_interval_the_control_plane_tells_it(
@@ -251,13 +252,13 @@ def test_each_participant_reports_next_at_the_place_in_the_interval_the_control_
     for p in (first, second, first):
         p.report_now()
         now = time.monotonic()
-        due = p.reporter.next_due(True, now - 0.05, now)
+        due = p.reporter.schedule.next_due(True, now - 0.05, now)
         assert now + 5.0 - 0.05 <= due <= now + 15.0   # (a half to one and a half of the interval)
         dues.append(due)
     # slot 0's phase is 0 of the interval, slot 1's 0.618 of it; the first told again keeps its place
     assert (dues[1] - dues[0]) % 10.0 == pytest.approx(6.18, abs=0.05)
     assert (dues[2] - dues[0] + 5.0) % 10.0 - 5.0 == pytest.approx(0.0, abs=0.05)
-    assert first.reporter.next_due(False, 100.0, 100.1) <= 100.1 + 1.0   # a failed round waits its backoff
+    assert first.reporter.schedule.next_due(False, 100.0, 100.1) <= 100.1 + 1.0   # a failed round waits its backoff
 
 
 def test_a_place_in_the_interval_no_interval_allows_is_not_followed(clock: ManualClock) -> None:
@@ -267,7 +268,7 @@ def test_a_place_in_the_interval_no_interval_allows_is_not_followed(clock: Manua
 
     p = make_participant(clock, FarOff(grouped(1000), interval_s=1.0), interval_s=1.0)
     p.report_now()
-    assert p.reporter.next_due(True, 100.0, 100.1) == 101.0
+    assert p.reporter.schedule.next_due(True, 100.0, 100.1) == 101.0
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:
