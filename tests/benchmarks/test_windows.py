@@ -260,8 +260,12 @@ def test_a_stream_of_two_micro_batches_a_window_runs_on_local_alone_beside_both_
     assert half.rows_per_batch == LIMIT // 2 and half.sizes is None and half.partitions == 4
     assert half.kinds == ("ours", "static", "redis") and half.repeats > 1
     assert name not in {w.name for w in workloads(quick=False, cluster=True)}
+    # and micro-batches of a window and a half (the others' sends last a whole number of windows)
+    longer = local["stream, 1 topic, 2 tasks, micro-batches of 1.5x the limit"]
+    assert longer.rows_per_batch == 1.5 * LIMIT and longer.partitions == 2 and longer.repeats > 1
+    assert longer.kinds == ("ours", "static", "redis")
     # every other stream keeps a window's worth of its limit a micro-batch
-    assert all(w.rows_per_batch == w.limit_per_s for w in local.values() if w.name != name)
+    assert all(w.rows_per_batch == w.limit_per_s for w in local.values() if w not in (half, longer))
 
 
 def test_lumps_show_a_micro_batch_and_the_lone_chunk_that_ends_it() -> None:
