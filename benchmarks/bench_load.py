@@ -264,20 +264,18 @@ class Until:
     at: float
 
 
-async def _send_every(port: int, connect_at: float, first_due: float, next_in: Callable[[], float], end: Until,
-                      load: Load, request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None],
-                      from_answer: bool = False, following: Callable[[], float] | None = None,
-                      timeout_s: Callable[[], float] = lambda: ANSWER_TIMEOUT_S,
-                      next_due: Callable[[bool, float, float], float] | None = None) -> None:
+async def _send_every(port: int, connect_at: float, first_due: float,
+                      next_due: Callable[[bool, float, float], float], end: Until, load: Load,
+                      request: Callable[[], bytes], wrong: Callable[[int, bytes], str | None],
+                      following: Callable[[], float] | None = None,
+                      timeout_s: Callable[[], float] = lambda: ANSWER_TIMEOUT_S) -> None:
     """Sends ``request()`` from ``first_due`` until ``end`` on one keep-alive connection (opened at ``connect_at``,
     again after a failure, and after ``KEEPALIVE_EXPIRY_S`` idle, as a participant's client does), each answer's
     latency into ``load``; ``wrong(status, answer)`` says what is wrong with an answer (None: it is OK), and
-    ``next_in()`` then how long after this send's due time (``from_answer``: after the answer, as the grant keeper
-    counts a retry) the next is due. One answered late is followed by the next send at once, as the reporter and
-    the keeper do, not by a burst. ``following()``: the interval a sample was sent under (a report's);
-    ``timeout_s()``: how long to wait for a connection and an answer; ``next_due(ok, due, now)``, told whether
-    each send was answered with HTTP 200, says when the next send is due instead of ``next_in()`` (a report's:
-    ``collectors.report_schedule``)."""
+    ``next_due(ok, due, now)``, told whether the send due at ``due`` was answered with HTTP 200 by ``now``, when
+    the next is due (a report's: ``collectors.report_schedule``; an ask's: a wait after the answer, as the grant
+    keeper counts a retry). ``following()``: the interval a sample was sent under (a report's); ``timeout_s()``:
+    how long to wait for a connection and an answer."""
     await asyncio.sleep(max(0.0, connect_at - time.monotonic()))
     reader = writer = None
     due = used_at = first_due
@@ -305,10 +303,7 @@ async def _send_every(port: int, connect_at: float, first_due: float, next_in: C
             reader = writer = None
             ok = False
         now = used_at = time.monotonic()
-        if next_due is not None:
-            due = next_due(ok, due, now)
-        else:
-            due = max((now if from_answer else due) + next_in(), now)
+        due = next_due(ok, due, now)
     if writer is not None:
         writer.close()
 
@@ -363,9 +358,8 @@ async def _participant(i: int, port: int, first_due: float, interval_s: float, e
             load.unsettled_at = now
         return schedule.next_due(ok, due, now)
 
-    await _send_every(port, connect_at, first_due, lambda: schedule.interval_s, end, load, request, wrong,
-                      following=lambda: schedule.interval_s, timeout_s=lambda: report_timeout_s(schedule.interval_s),
-                      next_due=next_due)
+    await _send_every(port, connect_at, first_due, next_due, end, load, request, wrong,
+                      following=lambda: schedule.interval_s, timeout_s=lambda: report_timeout_s(schedule.interval_s))
 
 
 _POLICY_VERSION = re.compile(rb'"policyVersion":(\d+)')
@@ -413,7 +407,7 @@ async def _asker(i: int, port: int, first_due: float, end: Until, load: Load, co
             ask["wants_msgs"] = DEMAND_SHARE * grant["chunk_msgs"]
         return None
 
-    await _send_every(port, connect_at, first_due, lambda: wait_s, end, load, request, wrong, from_answer=True)
+    await _send_every(port, connect_at, first_due, lambda ok, due, now: now + wait_s, end, load, request, wrong)
 
 
 async def _reader(port: int, paths: tuple[str, ...], every_s: float, end: Until,
