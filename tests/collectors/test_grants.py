@@ -33,8 +33,8 @@ TOPIC = "acme/web/clicks"
 LIMIT = policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": 1000}}})
 
 
-def world(clock: ManualClock, n: int = 2):
-    cp = InProcessControlPlane(LIMIT, interval_s=1.0, clock=clock.now_s)
+def world(clock: ManualClock, n: int = 2, limits: dict = LIMIT):
+    cp = InProcessControlPlane(limits, interval_s=1.0, clock=clock.now_s)
     parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(n)]
     for p in parts:
         assert p.report_now()

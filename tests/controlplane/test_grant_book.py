@@ -112,7 +112,7 @@ def test_a_participant_back_from_its_fallback_rate_gets_nothing_on_top_of_those_
         assert worst <= 500 * 1.02, f"{worst:.0f} spent in a second against a fallback rate of 500/s"
         assert granted_after >= 500 * (5.0 - back_at - 0.2)   # and it is served again at its rate
     else:   # what it was before participants said so: the refill of its time away came on top
-        assert worst >= 500 * 1.2
+        assert worst >= 500 * 1.15   # (1.2 of it, measured)
 
 
 def test_a_participant_without_a_fallback_gets_a_static_split_while_re_learning(tmp_path: Path) -> None:
