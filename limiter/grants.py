@@ -616,15 +616,15 @@ class GrantWindow:
         self._spent.granted(holder, amount, bursts=bursts)
 
     def _dated(self, amount: float, capacity: float, now_s: float, back_s: float) -> list[tuple[float, float]]:
-        """When a grant of ``amount`` is counted as granted, in parts ``(moment, tokens)``, oldest first: each part
-        at the moment the room it takes came free as a grant slid out, if that was within ``back_s`` before now
+        """When a grant of ``amount`` is counted as granted, in parts ``(moment, tokens)``, oldest first: each part at
+        the moment the room it takes came free as a grant slid out, if that was within ``back_s`` before now
         (``DATED_BACK_S`` of the window; a micro-batch worker's ``WORKER_DATED_BACK_S``) and not before the newest
-        grant's date; the rest now (the room was there before, or came from a
-        give-back, or the grant does not fit the window -- a debt repaid beyond it, ``repay``). Dated so, each part
-        fits every window that holds its moment (the room only grew since), and slides out a window after its room
-        came free: a token's round is the window, not the window and an ask's lag. (Dated whole, at the moment the
-        grant as a whole fitted, the room that an ask took from several grants sliding out came back at the newest
-        one's moment: the older ones' tokens took the window and the gap between them, every round.)"""
+        grant's date; the rest now (the room was there before, or came from a give-back, or the grant does not fit the
+        window -- a debt repaid beyond it, ``repay``). Dated so, each part fits every window that holds its moment (the
+        room only grew since), and slides out a window after its room came free: a token's round is the window, not the
+        window and an ask's lag. (Dated whole, at the moment the grant as a whole fitted, the room that an ask took from
+        several grants sliding out came back at the newest one's moment: the older ones' tokens took the window and the
+        gap between them, every round.)"""
         room = capacity - self._total   # the room at every moment from the newest change until now
         if amount > room + 1e-9:
             return [(now_s, amount)]
