@@ -24,7 +24,7 @@ from collectors.grants import (
 from limiter import ManualClock
 from limiter.clock import TICK_LAG_S
 from limiter.policy import Level, Rate
-from protocol import MAX_ASKS_PER_S, GrantAnswer, GrantRequest, limit_key
+from protocol import MAX_ASKS_PER_S, GrantAnswer, GrantRequest, PolicySet, limit_key
 from tests.collectors.helpers import InProcessControlPlane, make_participant, policies
 
 pytestmark = pytest.mark.unit
@@ -33,7 +33,7 @@ TOPIC = "acme/web/clicks"
 LIMIT = policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": 1000}}})
 
 
-def world(clock: ManualClock, n: int = 2, limits: dict = LIMIT):
+def world(clock: ManualClock, n: int = 2, limits: PolicySet = LIMIT):
     cp = InProcessControlPlane(limits, interval_s=1.0, clock=clock.now_s)
     parts = [make_participant(clock, cp, pid=f"p{i}", interval_s=1.0) for i in range(n)]
     for p in parts:
