@@ -14,51 +14,49 @@ sends).
 from __future__ import annotations
 
 import random
-import weakref
 
 import pytest
 
-from limiter import ManualClock
 from tests.collectors.helpers import policies
-from tests.collectors.test_grants import TOPIC, world, worst_window
+from tests.collectors.test_grants import TOPIC, worst_window
+from tests.collectors.test_two_applications import _Ours
 
 pytestmark = pytest.mark.unit
 
 LIMIT = 300
-SEND, TASK_ROWS, START_S, GAP_S, STEP_S, WARM_UP_S = 25, 500, 0.05, (0.1, 0.3), 0.01, 3.0
+SEND, TASK_ROWS, START_S, GAP_S, WARM_UP_S = 25, 500, 0.05, (0.1, 0.3), 3.0
 
 
 def _stream(seed: int, span_s: float) -> tuple[float, float]:
-    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``."""
-    rnd, clock = random.Random(seed), ManualClock()
-    _, parts = world(clock, limits=policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": LIMIT}}}))
-    order = random.Random(seed + 1000)
-    t0 = clock.now_s()
-    tasks: list[list | None] = [None, None]   # per worker: [rows left, starts at, producer]
+    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``: two workers, each a
+    participant whose task is a producer of its (``_Ours``: the two applications' participants and grant book)."""
+    rnd = random.Random(seed)
+    limiter = _Ours(policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": LIMIT}}}),
+                    order=random.Random(seed + 1000))
+    t0 = limiter.now()
+    tasks: list[list[float] | None] = [None, None]   # per worker: [rows left, starts at]
     admitted, next_batch = [], t0
-    while clock.now_s() < t0 + span_s:
-        for p in order.sample(parts, len(parts)):   # (the two processes' keepers race)
-            p.grant_keeper.run_once()
-        clock.advance(0.0)   # (a pool topped up releases its producer at once, as the real scheduler's thread)
-        now = clock.now_s()
+    while limiter.now() < t0 + span_s:
+        limiter.beat()
+        now = limiter.now()
         if tasks == [None, None] and now >= next_batch:
-            tasks = [[TASK_ROWS, now + START_S, parts[w].producer(TOPIC)] for w in range(2)]
+            tasks = [[TASK_ROWS, now + START_S] for _ in range(2)]
+            for w in range(2):
+                limiter.start(w)
         for w in range(2):
             task = tasks[w]
             if task is None or now < task[1]:
                 continue
-            producer = task[2]
-            while task[0] > 0 and not producer.paused and producer.try_acquire(SEND):
+            while task[0] > 0 and limiter.send(w):
                 task[0] -= SEND
                 if now >= t0 + WARM_UP_S:
                     admitted.append((now, SEND))
             if task[0] <= 0:
-                gone = weakref.ref(producer)
-                tasks[w] = task = producer = None   # the task's producer dies with it, and its pool gives back
-                assert gone() is None
+                limiter.end(w)   # the task's producer dies with it, and its pool gives back
+                tasks[w] = None
                 if tasks == [None, None]:
                     next_batch = now + rnd.uniform(*GAP_S)
-        clock.advance(STEP_S)
+        limiter.advance()
     return sum(n for _, n in admitted) / (LIMIT * (span_s - WARM_UP_S)), worst_window(admitted) / LIMIT
 
 

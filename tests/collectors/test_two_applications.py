@@ -46,6 +46,8 @@ from collections import deque
 import pytest
 
 from limiter import ManualClock
+from protocol import PolicySet
+from tests.collectors.test_grants import LIMIT as ONE_TOPIC_LIMIT
 from tests.collectors.test_grants import TOPIC, world, worst_window
 
 pytestmark = pytest.mark.unit
@@ -89,11 +91,11 @@ class _App:
 class _Ours:
     """The two applications' participants of one limit on a manual clock: a task is a producer of its app's."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: PolicySet = ONE_TOPIC_LIMIT, order: random.Random | None = None) -> None:
         self.clock = ManualClock()
-        _, self.parts = world(self.clock)
+        _, self.parts = world(self.clock, limits=limits)
         self.producers: list = [None, None]
-        self._order = random.Random(len(self.parts))
+        self._order = order or random.Random(len(self.parts))   # (the keepers' turns)
 
     def now(self) -> float:
         return self.clock.now_s()
