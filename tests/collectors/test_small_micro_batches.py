@@ -18,7 +18,8 @@ import random
 
 import pytest
 
-from tests.collectors.test_grants import worst_window
+from tests.collectors.helpers import policies
+from tests.collectors.test_grants import TOPIC, worst_window
 from tests.collectors.test_two_applications import LIMIT, SEND, WARM_UP_S, _ExactWindow, _Ours
 
 pytestmark = pytest.mark.unit
@@ -28,10 +29,15 @@ TASK_START_S = 0.05           # a task's start on its worker before its first se
 GAP_S = (0.1, 0.3)            # Spark's gap between two micro-batches
 
 
-def _simulate(seed: int, span_s: float, ours: bool) -> tuple[float, float]:
-    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``."""
+def _simulate(seed: int, span_s: float, ours: bool, *, limit_per_s: int = int(LIMIT), tasks_a_batch: int = TASKS,
+              task_rows: int = TASK_ROWS, order: random.Random | None = None) -> tuple[float, float]:
+    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``; ``limit_per_s`` other
+    than the exact window's LIMIT: ours alone; ``order``: the keepers' turns (``_Ours``)."""
     rnd = random.Random(seed)
-    limiter = _Ours() if ours else _ExactWindow()
+    if not ours and limit_per_s != LIMIT:
+        raise ValueError(f"the exact window holds {LIMIT:g} a second, not {limit_per_s}")
+    limits = policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": limit_per_s}}})
+    limiter = _Ours(limits, order) if ours else _ExactWindow()
     t0 = limiter.now()
     admitted: list[tuple[float, int]] = []
     queued, next_batch_s = 0, t0
@@ -40,11 +46,11 @@ def _simulate(seed: int, span_s: float, ours: bool) -> tuple[float, float]:
         limiter.beat()
         now = limiter.now()
         if not queued and tasks == [None, None] and now >= next_batch_s:
-            queued, next_batch_s = TASKS, now
+            queued, next_batch_s = tasks_a_batch, now
         for w in range(2):
             if tasks[w] is None and queued:
                 queued -= 1
-                tasks[w] = [TASK_ROWS, now + TASK_START_S]
+                tasks[w] = [task_rows, now + TASK_START_S]
                 limiter.start(w)
             task = tasks[w]
             if task is None or now < task[1]:
@@ -59,7 +65,7 @@ def _simulate(seed: int, span_s: float, ours: bool) -> tuple[float, float]:
                 if not queued and tasks == [None, None]:
                     next_batch_s = now + rnd.uniform(*GAP_S)
         limiter.advance()
-    return sum(n for _, n in admitted) / (LIMIT * (span_s - WARM_UP_S)), worst_window(admitted) / LIMIT
+    return sum(n for _, n in admitted) / (limit_per_s * (span_s - WARM_UP_S)), worst_window(admitted) / limit_per_s
 
 
 def test_a_stream_of_micro_batches_of_half_the_limit_uses_it() -> None:

@@ -17,51 +17,17 @@ import random
 
 import pytest
 
-from tests.collectors.helpers import policies
-from tests.collectors.test_grants import TOPIC, worst_window
-from tests.collectors.test_two_applications import _Ours
+from tests.collectors.test_small_micro_batches import _simulate
+from tests.collectors.test_two_applications import SEND
 
 pytestmark = pytest.mark.unit
 
 LIMIT = 300
-SEND, TASK_ROWS, START_S, GAP_S, WARM_UP_S = 25, 500, 0.05, (0.1, 0.3), 3.0
-
-
-def _stream(seed: int, span_s: float) -> tuple[float, float]:
-    """(mean admitted / limit, worst 1-s window / limit) after WARM_UP_S of ``span_s``: two workers, each a
-    participant whose task is a producer of its (``_Ours``: the two applications' participants and grant book)."""
-    rnd = random.Random(seed)
-    limiter = _Ours(policies(topics={TOPIC: {"publishRate": {"publishThrottlingRateInMsg": LIMIT}}}),
-                    order=random.Random(seed + 1000))
-    t0 = limiter.now()
-    tasks: list[list[float] | None] = [None, None]   # per worker: [rows left, starts at]
-    admitted, next_batch = [], t0
-    while limiter.now() < t0 + span_s:
-        limiter.beat()
-        now = limiter.now()
-        if tasks == [None, None] and now >= next_batch:
-            tasks = [[TASK_ROWS, now + START_S] for _ in range(2)]
-            for w in range(2):
-                limiter.start(w)
-        for w in range(2):
-            task = tasks[w]
-            if task is None or now < task[1]:
-                continue
-            while task[0] > 0 and limiter.send(w):
-                task[0] -= SEND
-                if now >= t0 + WARM_UP_S:
-                    admitted.append((now, SEND))
-            if task[0] <= 0:
-                limiter.end(w)   # the task's producer dies with it, and its pool gives back
-                tasks[w] = None
-                if tasks == [None, None]:
-                    next_batch = now + rnd.uniform(*GAP_S)
-        limiter.advance()
-    return sum(n for _, n in admitted) / (LIMIT * (span_s - WARM_UP_S)), worst_window(admitted) / LIMIT
 
 
 def test_a_stream_whose_micro_batches_last_several_windows_uses_its_limit_and_holds_it() -> None:
-    runs = [_stream(seed, 20.0) for seed in range(3)]
+    runs = [_simulate(seed, 20.0, ours=True, limit_per_s=LIMIT, tasks_a_batch=2, task_rows=500,
+                      order=random.Random(seed + 1000)) for seed in range(3)]
     # (0.995, 0.995, 0.990 here; 0.980, 0.985, 0.985 with grants dated back no further than an ask's lag)
     assert sum(m for m, _ in runs) / len(runs) >= 0.99, runs
     assert max(w for _, w in runs) <= (LIMIT * 1.05 + 2 * SEND) / LIMIT, runs   # the slack, a send per worker
