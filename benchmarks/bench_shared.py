@@ -169,7 +169,8 @@ class Bench:
         waits = windows.read_waits(log_dir) if w.job != "publish" else []
         paced = windows.paced_batch_waits(log_dir) if w.pace_per_task or any(w.apps) else []
         steady = w.sizes is None and w.job != "publish" and not marks   # a stream under one constant limit
-        spans = windows.read_spans(log_dir) if "executor_killed" in marks or steady else []
+        spans = windows.read_spans(log_dir) if "executor_killed" in marks else []
+        demand = windows.demand_spans(log_dir) if steady else []   # (where the limit went unused, below)
         if w.job != "publish":
             events = [(t, n) for t, n, _ in waits]
         requests = windows.requests_per_s(log_dir, started, time.time())
@@ -199,7 +200,7 @@ class Bench:
             out["cut_mean"] = windows.mean_ratio(events, 0.3 * limit, marks["cut"] + 2 * INTERVAL_S, marks["raise"])
             out["raised_mean"] = windows.mean_ratio(events, limit, marks["raise"] + 2 * INTERVAL_S, t1)
         if steady:
-            room = windows.unused_room(events, waits, spans, limit, t0, t1)
+            room = windows.unused_room(events, waits, demand, limit, t0, t1)
             out.update(unused_gaps=room["no task"], unused_waiting=room["a task waiting"])
         out.update(delivery)
         if requests is not None:

@@ -23,8 +23,8 @@ span ``[t0, t1)``:
   to see the shape of a second and how it moves: ``python -m benchmarks.shared.windows DIR`` prints them for the
   records ``bench_shared --keep-admitted DIR`` kept, one run a folder;
 - ``unused_room(...)``: where a limit went unused -- the room left in the window at each moment, split by whether
-  no task ran then (Spark's gaps), a task waited for the limiter, or the tasks sent at their own pace; with
-  ``--limit L`` the same command prints it for each run.
+  no task ran then (Spark's gaps; beside a paced task, no task of the others: ``demand_spans``), a task waited for
+  the limiter, or the tasks sent at their own pace; with ``--limit L`` the same command prints it for each run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["read_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "paced_batch_waits", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
+__all__ = ["read_spans", "demand_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "paced_batch_waits", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
 
 
 def read_events(log_dir: Path) -> list[tuple[float, float]]:
@@ -126,8 +126,21 @@ PAUSE_S = 1.0   # no task for longer than this is Spark's pause; a stream's gaps
 
 def read_spans(log_dir: Path) -> list[tuple[float, float]]:
     """``(start, end)`` of every task that wrote a ``*.span`` file in ``log_dir``, by start."""
+    return _spans(Path(log_dir).glob("*.span"))
+
+
+def demand_spans(log_dir: Path) -> list[tuple[float, float]]:
+    """``read_spans`` of the tasks that send as fast as the limit lets them, where some others are paced (their lines
+    name their batch: a trickle beside a greedy job) -- else of every task. A paced task runs all the time, so
+    beside it the greedy job's gaps between tasks read as a task running, and ``unused_room`` put Spark's gaps (2-3
+    points of the limit, from the greedy job's spans) under "tasks sending"."""
+    paced = {path.stem for path, parts in _task_lines(log_dir) if len(parts) == 4}
+    return _spans(p for p in Path(log_dir).glob("*.span") if p.stem not in paced) or read_spans(log_dir)
+
+
+def _spans(paths: Iterable[Path]) -> list[tuple[float, float]]:
     spans = []
-    for path in Path(log_dir).glob("*.span"):
+    for path in paths:
         parts = path.read_text().split()
         if len(parts) == 2:
             spans.append((float(parts[0]), float(parts[1])))
@@ -319,7 +332,7 @@ def _print_shape(run_dir: Path, limit: float | None, skip_s: float) -> None:
     if events[-1][0] - t0 <= skip_s:
         print(f"  no unused room: the records end within the first {skip_s:g} s (--skip-s)")
         return
-    room = unused_room(events, read_waits(run_dir), read_spans(run_dir), limit, t0 + skip_s, events[-1][0])
+    room = unused_room(events, read_waits(run_dir), demand_spans(run_dir), limit, t0 + skip_s, events[-1][0])
     print(f"  unused room from {skip_s:g} s on, in points of the limit: {sum(room.values()) * 100:.2f}: "
           + ", ".join(f"{state} {part * 100:.2f}" for state, part in room.items()))
 

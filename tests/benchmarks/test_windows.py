@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.shared.windows import (
     batch_spans,
+    demand_spans,
     hold_time_s,
     longest_gap_s,
     lumps,
@@ -164,6 +165,29 @@ def test_spark_pauses_are_the_stretches_no_task_covers_and_a_mean_can_leave_them
     events = steady(1000, 0, 6) + steady(1000, 8.5, 12)
     assert mean_ratio(events, 1000, 2.0, 12.0) == pytest.approx(6.5 / 9)   # (spans of 9 s: 6,500 rows each)
     assert mean_ratio(events, 1000, 2.0, 12.0, less=pauses(spans, 2.0, 12.0)) == pytest.approx(1.0)
+
+
+def test_beside_a_paced_task_the_gaps_are_the_greedy_jobs(tmp_path: Path) -> None:
+    """A trickle's task runs the whole time (its lines name their batch); the greedy job's two tasks leave a gap of
+    a second between them. Its gap is Spark's, not the trickle's sending: the room then is "no task"."""
+    (tmp_path / "1-trickle.span").write_text("0.0 10.0\n")
+    (tmp_path / "1-trickle.log").write_text("1.0 25 0.0 0\n2.0 25 0.1 1\n")
+    (tmp_path / "2-a.span").write_text("0.0 4.0\n")
+    (tmp_path / "2-a.log").write_text("1.0 25 0.0\n")
+    (tmp_path / "2-b.span").write_text("5.0 10.0\n")
+    (tmp_path / "2-b.log").write_text("6.0 25 0.0\n")
+    assert read_spans(tmp_path) == [(0.0, 4.0), (0.0, 10.0), (5.0, 10.0)]
+    assert demand_spans(tmp_path) == [(0.0, 4.0), (5.0, 10.0)]
+    events = steady(10, 0, 4, rows=1) + steady(10, 5, 10, rows=1)
+    waits = [(t, n, 0.0) for t, n in events]
+    split = unused_room(events, waits, demand_spans(tmp_path), 10.0, 2.0, 10.0)
+    assert split["no task"] == pytest.approx(unused_room(events, waits, [(0.0, 4.0), (5.0, 10.0)], 10.0, 2.0, 10.0)
+                                             ["no task"]) and split["no task"] > 0.05
+    assert unused_room(events, waits, read_spans(tmp_path), 10.0, 2.0, 10.0)["no task"] == 0.0   # (the trickle's)
+    # every task paced (a stream whose demand is below the limit): their spans are Spark's
+    (tmp_path / "2-a.log").write_text("1.0 25 0.0 0\n")
+    (tmp_path / "2-b.log").write_text("6.0 25 0.0 0\n")
+    assert demand_spans(tmp_path) == read_spans(tmp_path)
 
 
 def test_an_executor_kill_has_its_goal_on_the_mean_while_a_task_ran() -> None:
