@@ -98,7 +98,7 @@ def workloads(quick: bool, cluster: bool = False) -> list[Workload]:
         # Redis 0.92 % and 0.59 % beside them)
         Workload("stream, demand 60 % of the limit", "topic", ("ours", "static", "redis"),
                  pace_per_task=0.3 * LIMIT, repeats=runs),
-        # nearer the limit: two tasks paced to 0.4 of it each deliver 0.87-0.88 of it between them (a task's first
+        # nearer the limit: two tasks paced to 0.4 of it each deliver 0.86-0.89 of it between them (a task's first
         # batch goes at once), the windows touching it at moments; a task's 100-row batches come 0.25 s apart
         Workload("stream, demand 80 % of the limit", "topic", ("ours", "static", "redis"),
                  pace_per_task=0.4 * LIMIT, repeats=runs),
