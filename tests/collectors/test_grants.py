@@ -116,6 +116,27 @@ def test_a_pool_whose_producers_charged_all_they_said_asks_nothing_ahead(clock: 
     assert ask.wants_msgs == pytest.approx(225)      # a chunk ahead again, as its batch is not all charged
 
 
+def test_a_paced_source_between_two_batches_asks_ahead_again(clock: ManualClock) -> None:
+    # (a task of a source held to its own pace says each batch only as it comes, a quarter second apart: asking
+    # nothing while all was charged, the pool was dry at half its batches, and each waited a round and a round trip)
+    from collectors.grants import BETWEEN_BATCHES_S
+    cp, (p, _) = world(clock)
+    producer = p.producer(TOPIC)                     # its first ask: a quarter second of the limit, 250
+    producer.will_send(200)
+    assert producer.try_acquire(200)                 # 50 left, all it said charged
+    asked = len(cp.grant_requests)
+    clock.advance(BETWEEN_BATCHES_S / 2)
+    p.grant_keeper.run_once()
+    assert len(cp.grant_requests) == asked           # just charged: its task may be over
+    clock.advance(BETWEEN_BATCHES_S / 2)
+    p.grant_keeper.run_once()                        # still here that long after its last send: paced
+    ask = cp.grant_requests[-1].asks[0]
+    assert len(cp.grant_requests) == asked + 1 and ask.coming_msgs == 0
+    assert ask.wants_msgs > 0
+    producer.will_send(100)                          # the next batch finds the pool filled
+    assert producer.try_acquire(100) and not producer.paused
+
+
 def test_a_producer_paused_after_the_last_send_of_its_batch_makes_its_pool_ask_nothing(clock: ManualClock) -> None:
     # (a pool pauses a producer after the send that overdrew it, as Pulsar's limiter does: a task's last send leaves
     # its producer waiting with nothing more to send. Asked for as if it waited to send, a fair chunk was granted and
