@@ -127,6 +127,8 @@ def merge(previous: Sequence[dict[str, Any]], fresh: Sequence[dict[str, Any]], b
 _PLACE = re.compile(r"on (local\[\d+\]|the cluster) ")
 _REMEASURED = re.compile(r" ?Some rows re-measured:? (.*)\.$")
 _ENTRY = re.compile(rf"the (.+?) rows ((?:{_PLACE.pattern})?\d{{4}}-\d\d-\d\d.*)")
+# between two entries: "; " before the next one's "the <what> rows [on <place> ]<date>" (a description may hold "; ")
+_BETWEEN = re.compile(r"; (?=the [^;]+? rows (?:on (?:local\[\d+\]|the cluster) )?\d{4}-\d\d-\d\d)")
 
 
 def caption_place(where: str) -> str:
@@ -147,7 +149,7 @@ def remeasured(caption: str, what: str, when: str, rows: Iterable[dict[str, Any]
     entries: list[tuple[str | None, str]] = []
     if found:
         listed = found.group(1)
-        parts = listed.split("; ") if "; " in listed else re.split(r", (?=the )", listed)
+        parts = _BETWEEN.split(listed) if "; " in listed else re.split(r", (?=the )", listed)
         for part in parts:
             entry = _ENTRY.fullmatch(part)
             entries.append((entry.group(1), entry.group(2)) if entry else (None, part))

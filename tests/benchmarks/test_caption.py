@@ -62,3 +62,15 @@ def test_a_whole_module_re_measured_still_replaces_its_workloads_entries() -> No
            "2026-12-04 06:41-06:56 UTC.")
     assert _listed(remeasured(old, "shared", "2026-12-04 12:00-13:00 UTC")) == [
         "the shared rows 2026-12-04 12:00-13:00 UTC", "the adaptive rows 2026-12-04 06:41-06:56 UTC"]
+
+
+def test_an_entry_whose_description_holds_semicolons_stays_one_entry() -> None:
+    scale = ("the scale rows 2026-12-06 15:34-16:04 UTC (a scrape read series by series; the heap's size read once a "
+             "second; the report pace stretching)")
+    old = f"{BASE} Some rows re-measured: {scale}; the quota rows 2026-11-28 10:00-10:47 UTC."
+    got = remeasured(old, "shared (a)", "on local[2] 2026-12-06 18:00-18:10 UTC")
+    assert got == (f"{BASE} Some rows re-measured: the shared (a) rows on local[2] 2026-12-06 18:00-18:10 UTC; "
+                   f"{scale}; the quota rows 2026-11-28 10:00-10:47 UTC.")
+    # and it goes whole when its own rows are re-measured
+    again = remeasured(got, "scale", "2026-12-07 09:00 UTC")
+    assert "heap" not in again and again.endswith("the quota rows 2026-11-28 10:00-10:47 UTC.")
