@@ -496,7 +496,8 @@ class GrantKeeper:
             sent_all = pool.coming_msgs == 0.0
             # ... unless its producers are still here BETWEEN_BATCHES_S after their last send, and send at intervals
             # shorter than a give-back's idle time: a paced source between two batches, whose next one is coming
-            paced = (sent_all and pool.producers > 0 and pool.charged_s is not None and not self._bursty[row]
+            # (its producers are here: a pool without any gave back above)
+            paced = (sent_all and pool.charged_s is not None and not self._bursty[row]
                      and now - pool.charged_s >= BETWEEN_BATCHES_S)
             # hungry: a producer waits on it -- not one paused after its batch's last send (it has nothing more to
             # send), nor one that what the pool holds is about to release (see the essay) -- or it is spent whole
