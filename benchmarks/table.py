@@ -124,11 +124,13 @@ def merge(previous: Sequence[dict[str, Any]], fresh: Sequence[dict[str, Any]], b
     return out
 
 
-_PLACE = re.compile(r"on (local\[\d+\]|the cluster) ")
+_WHERE = r"local\[\d+\]|the cluster"
+_PLACE = re.compile(rf"on ({_WHERE}) ")
 _REMEASURED = re.compile(r" ?Some rows re-measured:? (.*)\.$")
 _ENTRY = re.compile(rf"the (.+?) rows ((?:{_PLACE.pattern})?\d{{4}}-\d\d-\d\d.*)")
-# between two entries: "; " before the next one's "the <what> rows [on <place> ]<date>" (a description may hold "; ")
-_BETWEEN = re.compile(r"; (?=the [^;]+? rows (?:on (?:local\[\d+\]|the cluster) )?\d{4}-\d\d-\d\d)")
+# between two entries: "; " before the next one's "the <what> rows [on <place> ]<date>" (a description may hold "; ";
+# the place not captured: re.split would put its group among the entries)
+_BETWEEN = re.compile(rf"; (?=the [^;]+? rows (?:on (?:{_WHERE}) )?\d{{4}}-\d\d-\d\d)")
 
 
 def caption_place(where: str) -> str:
