@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from limiter.grants import DATED_BACK_S, DEFER_S, HELD_SLACK, WORKER_DATED_BACK_S, GrantWindow
+from limiter.grants import DATED_BACK_S, DEFER_S, MADE_SLACK, WORKER_DATED_BACK_S, GrantWindow
 
 pytestmark = pytest.mark.unit
 
@@ -195,7 +195,7 @@ def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: floa
     """Whatever the asks, give-backs, chunks and timing: the grants returned in any window (less what was given
     back of them), less the part of it a grant of room that came free may be dated back (``DATED_BACK_S``, a
     micro-batch worker's ``WORKER_DATED_BACK_S``), add up to <= capacity, and in any whole window to <= capacity and
-    HELD_SLACK of it (checked from the returned amounts and the moments they were returned alone, not from the
+    MADE_SLACK of it (checked from the returned amounts and the moments they were returned alone, not from the
     table's own bookkeeping)."""
     w = GrantWindow(window_s)
     now, granted = 0.0, []
@@ -216,7 +216,7 @@ def test_no_window_ever_holds_more_than_the_capacity(steps: list, window_s: floa
         in_window = sum(g for t, _, g in granted if t > now - span_s)
         assert in_window <= capacity * (1 + 1e-9)
         in_whole_window = sum(g for t, _, g in granted if t > now - window_s)
-        assert in_whole_window <= capacity * (1 + HELD_SLACK) * (1 + 1e-9)
+        assert in_whole_window <= capacity * (1 + MADE_SLACK) * (1 + 1e-9)
 
 
 def test_holders_remember_five_windows_and_forget_who_leaves() -> None:
@@ -288,7 +288,7 @@ def test_a_micro_batch_stream_catches_up_spark_gaps_every_window(rows: int) -> N
     assert sum(a for _, a in steady) / 30_000 >= 0.98
     starts = [8.0 + 0.01 * i for i in range(2900)]
     assert _most_in_any(steady, 1.0 - WORKER_DATED_BACK_S, starts) <= 1000 + 1e-6
-    assert _most_in_any(steady, 1.0, starts) <= 1000 * (1 + HELD_SLACK) + 1e-6
+    assert _most_in_any(steady, 1.0, starts) <= 1000 * (1 + MADE_SLACK) + 1e-6
 
 
 def test_a_steady_holder_does_not_echo_a_spent_window() -> None:
@@ -486,13 +486,13 @@ def test_room_that_came_free_from_several_grants_is_dated_part_by_part() -> None
 def test_the_grants_made_in_any_window_hold_the_limit_and_its_slack_however_they_are_dated() -> None:
     """A grant dated back (its room came free 20 ms before the ask) is sent when it is made: the room it takes comes
     free again a window after it is dated, and an ask right then gets only what keeps the grants *made* in the
-    window within the limit and HELD_SLACK of it -- not the whole room, which would let the window of sends from
+    window within the limit and MADE_SLACK of it -- not the whole room, which would let the window of sends from
     the first ask on hold the limit twice over its 100."""
     window = GrantWindow(1.0, burst_s=1.0)
     assert window.grant("A", 100, 100, 0.0, fair_chunk=100) == 100
     assert window.grant("B", 100, 100, 1.02, fair_chunk=100) == 100     # dated 1.0, made at 1.02
     assert window.granted(1.999) == 100 and window.granted(2.0) == 0     # out of the window a window after 1.0
-    slack = 100 * HELD_SLACK
+    slack = 100 * MADE_SLACK
     assert window.grant("A", 100, 100, 2.0, fair_chunk=100) == pytest.approx(slack)
     assert window.frees_s("A", 100, 2.0, pending=90) == pytest.approx(0.02)   # the 100 made at 1.02 leave then
     assert window.frees_s("A", 100, 2.02, pending=100 - slack - 1e-6) == 0   # then the whole room is free again
@@ -510,7 +510,7 @@ def test_a_micro_batch_stream_asking_at_the_keepers_beat_gets_the_whole_limit() 
     assert sum(a for _, a in steady) / 30_000 >= 0.999
     starts = [8.0 + 0.01 * i for i in range(2900)]
     assert _most_in_any(steady, 1.0 - WORKER_DATED_BACK_S, starts) <= 1000 + 1e-6
-    assert _most_in_any(steady, 1.0, starts) <= 1000 * (1 + HELD_SLACK) + 1e-6
+    assert _most_in_any(steady, 1.0, starts) <= 1000 * (1 + MADE_SLACK) + 1e-6
 
 
 @pytest.mark.parametrize("case", ["small", "new", "not small", "beside a steady holder", "grown"])
