@@ -483,16 +483,20 @@ def test_room_that_came_free_from_several_grants_is_dated_part_by_part() -> None
     assert again.granted(1.999) == 30 and again.granted(2.0) == 0
 
 
-def test_the_grants_made_in_any_window_hold_the_limit_and_its_slack_however_they_are_dated() -> None:
+@pytest.mark.parametrize("made_slack", [MADE_SLACK, 0.02])
+def test_the_grants_made_in_any_window_hold_the_limit_and_its_slack_however_they_are_dated(
+        made_slack: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """A grant dated back (its room came free 20 ms before the ask) is sent when it is made: the room it takes comes
     free again a window after it is dated, and an ask right then gets only what keeps the grants *made* in the
     window within the limit and MADE_SLACK of it -- not the whole room, which would let the window of sends from
-    the first ask on hold the limit twice over its 100."""
+    the first ask on hold the limit twice over its 100. MADE_SLACK is that bound's own knob (the spends' slack,
+    HELD_SLACK, stays as it is)."""
+    monkeypatch.setattr("limiter.grants.MADE_SLACK", made_slack)
     window = GrantWindow(1.0, burst_s=1.0)
     assert window.grant("A", 100, 100, 0.0, fair_chunk=100) == 100
     assert window.grant("B", 100, 100, 1.02, fair_chunk=100) == 100     # dated 1.0, made at 1.02
     assert window.granted(1.999) == 100 and window.granted(2.0) == 0     # out of the window a window after 1.0
-    slack = 100 * MADE_SLACK
+    slack = 100 * made_slack
     assert window.grant("A", 100, 100, 2.0, fair_chunk=100) == pytest.approx(slack)
     assert window.frees_s("A", 100, 2.0, pending=90) == pytest.approx(0.02)   # the 100 made at 1.02 leave then
     assert window.frees_s("A", 100, 2.02, pending=100 - slack - 1e-6) == 0   # then the whole room is free again
