@@ -40,8 +40,13 @@ def test_the_curve_s_reports_of_many_limits_are_accepted_with_prometheus_scrapin
 
 
 def test_the_dashboard_s_reads_beside_the_load_are_answered_and_the_rows_say_so() -> None:
-    m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, limits=30, usage_map=False, dashboard_s=0.3)
-    assert m["sent"] == m["expected"] == 40 and m["ok"] == 40 and not m["errors"], m
+    # a read of the seven views every 0.3 s costs the control plane more CPU than the reports of 20 participants, and
+    # it counts that CPU against the reports (controlplane.report_pace: the estimate errs long): on a slow host they
+    # were told 2 s. Measured once settled (as the benchmark's cell is), every report due at the interval told
+    m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, limits=30, usage_map=False, dashboard_s=0.3,
+                settle_s=4.0)
+    assert m["told_s"] in (1.0, 2.0) and m["sent"] == m["expected"] == m["ok"] == 40 / m["told_s"], m
+    assert not m["errors"], m
     assert m["dashboard_reads"] >= 3 and m["dashboard_reads_failed"] == 0 and 0 < m["dashboard_max_ms"] < 5000, m
     rows = rows_of(m)
     assert all("30 limits each, the dashboard open" in r["name"] for r in rows)
