@@ -4,6 +4,7 @@ participants for 60 s, are ``python -m benchmarks --only load``)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -13,13 +14,22 @@ pytestmark = pytest.mark.integration
 
 # the warm-up outlasts each participant's first report (at warm-up / 2 plus up to an interval) and the next one, at
 # the place in the interval its answer tells (half to one and a half intervals on): from the window on, each reports
-# every interval exactly, so a window of n intervals holds n of each participant's reports
+# every interval, so a window of n intervals holds n of each participant's reports -- but for the window's edges: a
+# report's next one is due where its answer said, from when the answer came, and on a slow host (CI) an answer that
+# came a few milliseconds later than the next one's moved a participant's report across an edge (121 of 120 due)
 WARMUP_S = 5.5
+EDGE_REPORTS = 2   # reports the window's edges may add or take
+
+
+def _every_report_answered(m: dict[str, Any], due: float) -> bool:
+    """Every report sent in the window answered and accepted, and as many sent as were due, give or take what the
+    window's edges make of the answers' latencies (see WARMUP_S)."""
+    return m["expected"] == due and abs(m["sent"] - due) <= EDGE_REPORTS and m["ok"] == m["sent"] and not m["errors"]
 
 
 def test_load_generator_reports_for_every_participant_and_reads_the_control_plane() -> None:
     m = measure(participants=40, duration_s=3.0, warmup_s=WARMUP_S)
-    assert m["sent"] == m["expected"] == 120 and m["ok"] == 120 and not m["errors"], m
+    assert _every_report_answered(m, 120), m
     assert 0 < m["p50_ms"] <= m["p99_ms"] <= m["max_ms"] < 5000
     assert m["cp_cpu_pct"] > 0 and m["rss_end_mb"] > 10 and m["hwm_mb"] >= m["rss_end_mb"]
     assert math.isfinite(m["server_mean_ms"]) and m["server_mean_ms"] > 0
@@ -33,7 +43,7 @@ def test_the_curve_s_reports_of_many_limits_are_accepted_with_prometheus_scrapin
     # as the project's participants report (bench_scale's curve); a field the control plane does not know would be
     # refused (422) and counted as an error
     m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, limits=30, usage_map=False, scrape_s=0.4)
-    assert m["sent"] == m["expected"] == 40 and m["ok"] == 40 and not m["errors"], m
+    assert _every_report_answered(m, 40), m
     # Prometheus beside them, as under make run (here every 0.4 s): every scrape answered
     assert m["scrapes"] >= 3 and m["scrapes_failed"] == 0 and 0 < m["scrape_max_ms"] < 5000, m
     assert "a /metrics scrape every 0.4 s beside" in rows_of(m)[1]["note"]
@@ -45,8 +55,7 @@ def test_the_dashboard_s_reads_beside_the_load_are_answered_and_the_rows_say_so(
     # were told 2 s. Measured once settled (as the benchmark's cell is), every report due at the interval told
     m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, limits=30, usage_map=False, dashboard_s=0.3,
                 settle_s=4.0)
-    assert m["told_s"] in (1.0, 2.0) and m["sent"] == m["expected"] == m["ok"] == 40 / m["told_s"], m
-    assert not m["errors"], m
+    assert m["told_s"] in (1.0, 2.0) and _every_report_answered(m, 40 / m["told_s"]), m
     assert m["dashboard_reads"] >= 3 and m["dashboard_reads_failed"] == 0 and 0 < m["dashboard_max_ms"] < 5000, m
     rows = rows_of(m)
     assert all("30 limits each, the dashboard open" in r["name"] for r in rows)
@@ -56,7 +65,7 @@ def test_the_dashboard_s_reads_beside_the_load_are_answered_and_the_rows_say_so(
 
 def test_participants_that_also_ask_for_grants_follow_the_answers_and_the_rows_say_so() -> None:
     m = measure(participants=20, duration_s=2.0, warmup_s=WARMUP_S, usage_map=False, asking=True)
-    assert m["ok"] == 40 and m["asks_sent"] == m["asks_ok"] > 0 and not m["ask_errors"], m
+    assert _every_report_answered(m, 40) and m["asks_sent"] == m["asks_ok"] > 0 and not m["ask_errors"], m
     # one job of 20 at its limit's ceiling: its 100 asks a second (each short of the ask, back after retry_s)
     assert 60 <= m["asks_sent"] / 2.0 <= 130, m["asks_sent"]
     assert 0.5 <= m["used_mean"] <= 1.1 and m["used_min"] == m["used_mean"]   # granted of the limit, one job
