@@ -54,7 +54,7 @@ import redis
 from collectors.__main__ import _positive_float  # (the jobs' own CLI check: > 0, or an error saying so)
 
 from .common import row
-from .shared import apps, jobs, windows
+from .shared import apps, jobs, micro_batches, windows
 from .shared.cluster import StandaloneCluster
 from .shared.kinds import KINDS, arrow_fn, cost_per_acquire_s, redis_limit_key
 from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
@@ -202,6 +202,8 @@ class Bench:
         if steady:
             room = windows.unused_room(events, waits, demand, limit, t0, t1)
             out.update(unused_gaps=room["no task"], unused_waiting=room["a task waiting"])
+            if len(gaps := micro_batches.gaps_s(demand, t0, t1)) >= 2:   # (Spark's pace: micro_batches)
+                out["spark_gap_s"] = statistics.mean(gaps)
         out.update(delivery)
         if requests is not None:
             out["requests_per_s"] = requests

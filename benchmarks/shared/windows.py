@@ -35,6 +35,8 @@ import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from . import micro_batches
+
 __all__ = ["read_spans", "demand_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "paced_batch_waits", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
 
 
@@ -335,6 +337,9 @@ def _print_shape(run_dir: Path, limit: float | None, skip_s: float) -> None:
     room = unused_room(events, read_waits(run_dir), demand_spans(run_dir), limit, t0 + skip_s, events[-1][0])
     print(f"  unused room from {skip_s:g} s on, in points of the limit: {sum(room.values()) * 100:.2f}: "
           + ", ".join(f"{state} {part * 100:.2f}" for state, part in room.items()))
+    if len(gaps := micro_batches.gaps_s(demand_spans(run_dir), t0 + skip_s, events[-1][0])) >= 2:
+        print(f"  Spark's gap between micro-batches from {skip_s:g} s on: {statistics.mean(gaps):.3f} s on average "
+              f"({min(gaps):.3f}-{max(gaps):.3f}, {len(gaps)} gaps)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -246,6 +246,9 @@ def rows_for(w: Workload, kind: str, where: str, r: dict[str, float], section: s
         if "unused_gaps" in r:   # where the rest of the limit went (windows.unused_room)
             spread = "; ".join(filter(None, (spread, f"unused: {100 * r['unused_gaps']:.2f} points while no task "
                                                       f"ran, {100 * r['unused_waiting']:.2f} while a task waited")))
+        if "spark_gap_s" in r:   # Spark's own pace beside it (``micro_batches``: a mean moves with the host's gaps)
+            spread = "; ".join(filter(None, (spread, f"Spark's gap between micro-batches {r['spark_gap_s']:.2f} s on "
+                                                      "average")))
         low = 0.97 * min(1.0, own_pace) if own_pace is not None else 0.97
         if kind == "none":
             spread = "; ".join(filter(None, ("no limiter: Spark's own pace, the job's demand", spread)))

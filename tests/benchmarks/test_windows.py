@@ -331,6 +331,10 @@ def test_a_streams_mean_row_says_where_the_rest_of_the_limit_went() -> None:
     one_run = {"mean": 0.99, "worst": 1.05, "unused_gaps": 0.001, "unused_waiting": 0.002}
     mean = next(r for r in rows_for(stream, "redis", "local[2]", one_run) if "mean admitted" in r["name"])
     assert mean["note"] == "unused: 0.10 points while no task ran, 0.20 while a task waited"
+    with_gaps = {**one_run, "spark_gap_s": 0.3849}   # (Spark's pace beside the mean: micro_batches)
+    mean = next(r for r in rows_for(stream, "redis", "local[2]", with_gaps) if "mean admitted" in r["name"])
+    assert mean["note"] == ("unused: 0.10 points while no task ran, 0.20 while a task waited; Spark's gap between "
+                            "micro-batches 0.38 s on average")
 
 
 def test_where_sparks_own_pace_is_below_the_limit_ours_is_to_admit_097_of_that_pace() -> None:
@@ -382,12 +386,15 @@ def test_the_shape_printer_reads_what_keep_admitted_kept(tmp_path: Path) -> None
     run = tmp_path / "001-ours-local-2-stream"
     run.mkdir()
     (run / "1-a.log").write_text("100.0 25\n100.02 25 0.001\n101.5 25\n")
+    for k, (start, end) in enumerate(((99.9, 100.03), (100.5, 100.6), (101.4, 101.6))):   # 0.47 and 0.8 s apart
+        (run / f"1-{k}.span").write_text(f"{start} {end}\n")
     out = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path)], capture_output=True,
                          text=True, check=True).stdout
     assert "75 rows in 1.500 s" in out and "50 rows" in out and "(+1.500 s)" in out
     with_limit = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path), "--limit", "50",
                                  "--skip-s", "0"], capture_output=True, text=True, check=True).stdout
     assert "unused room from 0 s on" in with_limit and "no task" in with_limit
+    assert "Spark's gap between micro-batches from 0 s on: 0.635 s on average (0.470-0.800, 2 gaps)" in with_limit
     for flag, value, says in (("--limit", "0", "argument --limit: must be a number > 0"),
                               ("--skip-s", "nan", "--skip-s must be")):
         bad = subprocess.run([sys.executable, "-m", "benchmarks.shared.windows", str(tmp_path), flag, value],

@@ -231,8 +231,8 @@ def test_ours_uses_the_limit_as_fully_as_an_exact_window_serving_the_two_in_a_fa
 
 
 def test_longer_spark_gaps_cost_a_stream_alone_nothing_and_beside_the_trickle_what_they_cost_an_exact_window() -> None:
-    """Spark's gap between two micro-batches is the host's: the benchmark's drivers took 0.28 s with no limiter on
-    a host where they had taken about 0.2 s, and 0.26-0.45 s (medians of runs) with a limiter. Alone, a stream of
+    """Spark's gap between two micro-batches is the host's: the benchmark's drivers took 0.29-0.31 s on average
+    with no limiter on a host where they had taken about 0.2 s, and 0.28-0.46 s with a limiter. Alone, a stream of
     micro-batches of a window's worth keeps the limit full through gaps of 0.4-0.55 s: its next micro-batch would
     wait for its room in any case. Beside the trickle no limiter that holds every window can: a micro-batch of a
     window's worth whose sends take S < 1 s from its first, at T, to its last, at E, fills every window that ends
