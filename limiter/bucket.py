@@ -156,7 +156,7 @@ class AsyncTokenBucket:
             if next(self._units) < self._units_mark:
                 return True
             return self._unit_allowance_spent()
-        tick = self._tick[0]
+        tick = self._tick[0] or self._clock.snapshot_ns()   # (0: the ticker is parked, limiter.clock)
         self.charged_ns = tick
         if tick < self._next_update_ns:
             self._pending_append(n)
@@ -167,7 +167,7 @@ class AsyncTokenBucket:
 
     def _unit_allowance_spent(self) -> bool:
         """consume(1) found the last update's allowance used up (its number is taken, and counted)."""
-        tick = self._tick[0]
+        tick = self._tick[0] or self._clock.snapshot_ns()   # (0: the ticker is parked, limiter.clock)
         self.charged_ns = tick
         if tick < self._units_refresh_ns:
             return False  # that update's balance is spent, and refills are counted from the next tick on

@@ -1,8 +1,10 @@
 import threading
+import time
 
 import pytest
 
 from limiter import ManualClock, SystemClock, ThreadScheduler, scheduler_for
+from limiter.clock import PARK_AFTER_S, PARKED
 
 pytestmark = pytest.mark.unit
 
@@ -66,6 +68,72 @@ def test_system_clock_never_goes_backwards_and_ticks():
     assert readings == sorted(readings)
     assert clock.snapshot_ns() <= clock.now_ns()
     assert clock.tick_cell[0] > 0
+
+
+def _parked_within(cell: list[int], timeout_s: float) -> bool:
+    """Whether the ticker parks its cell within ``timeout_s`` of real time (it parks PARK_AFTER_S after it
+    started ticking), polled without reading the clock through it."""
+    done = threading.Event()
+    deadline = time.monotonic() + timeout_s
+    while cell[0] != PARKED and time.monotonic() < deadline:
+        done.wait(0.01)
+    return cell[0] == PARKED
+
+
+def test_the_ticker_parks_when_no_one_reads_and_a_read_then_is_precise_and_wakes_it():
+    """An idle process (a PySpark worker between tasks) wakes for nothing: after PARK_AFTER_S of ticking the
+    thread parks, its cell says PARKED; a snapshot then reads the precise clock and wakes the thread, which ticks
+    again (its cell a recent time), and parks again later."""
+    clock = SystemClock()
+    cell = clock.tick_cell
+    assert _parked_within(cell, 20 * PARK_AFTER_S)
+    before = time.monotonic_ns()
+    read = clock.snapshot_ns()
+    assert before <= read <= clock.now_ns()                     # the precise clock, not the parked cell
+    woke = threading.Event()
+    deadline = time.monotonic() + 5
+    while cell[0] == PARKED and time.monotonic() < deadline:    # the thread ticks again
+        woke.wait(0.001)
+    assert cell[0] >= before
+    assert _parked_within(cell, 20 * PARK_AFTER_S)
+
+
+def test_a_forked_child_starts_parked_and_its_first_read_starts_its_own_ticker():
+    """PySpark forks its Python workers from a daemon that may have ticked: the parent's last tick would read as
+    the child's time, and the parent's thread does not exist in the child."""
+    import os
+
+    clock = SystemClock()
+    cell = clock.tick_cell   # (the parent ticks; a bucket made before the fork holds this same list)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: report, then leave without running the parent's exit handlers
+        try:
+            parked = cell[0] == PARKED
+            precise = clock.snapshot_ns() <= clock.now_ns()
+            deadline = time.monotonic() + 5
+            while cell[0] == PARKED and time.monotonic() < deadline:
+                threading.Event().wait(0.001)
+            os.write(write_end, b"".join(b"1" if ok else b"0" for ok in (parked, precise, cell[0] != PARKED)))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 3)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert answer == b"111", answer   # parked at the fork, a precise first read, then its own ticks
+
+
+def test_a_bucket_reads_through_a_parked_tick():
+    """The hot path's tick read falls back to the clock's snapshot where the cell is parked (0): a charge made then is
+    dated at the clock's time, not at 0."""
+    from limiter import AsyncTokenBucket
+
+    clock = ManualClock(start_s=5.0)
+    bucket = AsyncTokenBucket(rate=100, period_s=1.0, capacity=100, clock=clock)
+    clock.tick_cell[0] = PARKED
+    bucket.consume_and_check(5)
+    assert bucket.charged_ns == clock.now_ns() == 5_000_000_000
 
 
 def test_thread_scheduler_runs_callbacks_and_survives_a_failing_one():
