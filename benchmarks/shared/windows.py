@@ -334,10 +334,11 @@ def _print_shape(run_dir: Path, limit: float | None, skip_s: float) -> None:
     if events[-1][0] - t0 <= skip_s:
         print(f"  no unused room: the records end within the first {skip_s:g} s (--skip-s)")
         return
-    room = unused_room(events, read_waits(run_dir), demand_spans(run_dir), limit, t0 + skip_s, events[-1][0])
+    demand = demand_spans(run_dir)   # (read once: the unused room and Spark's gaps both split by it)
+    room = unused_room(events, read_waits(run_dir), demand, limit, t0 + skip_s, events[-1][0])
     print(f"  unused room from {skip_s:g} s on, in points of the limit: {sum(room.values()) * 100:.2f}: "
           + ", ".join(f"{state} {part * 100:.2f}" for state, part in room.items()))
-    if len(gaps := micro_batches.gaps_s(demand_spans(run_dir), t0 + skip_s, events[-1][0])) >= 2:
+    if len(gaps := micro_batches.gaps_s(demand, t0 + skip_s, events[-1][0])) >= 2:
         print(f"  Spark's gap between micro-batches from {skip_s:g} s on: {statistics.mean(gaps):.3f} s on average "
               f"({min(gaps):.3f}-{max(gaps):.3f}, {len(gaps)} gaps)")
 
