@@ -70,14 +70,13 @@ def test_system_clock_never_goes_backwards_and_ticks():
     assert clock.tick_cell[0] == PARKED or 0 < clock.tick_cell[0] <= clock.now_ns()   # (ticking, or parked)
 
 
-def _parked_within(cell: list[int], timeout_s: float) -> bool:
-    """Whether the ticker parks its cell within ``timeout_s`` of real time (it parks PARK_AFTER_S after it
-    started ticking), polled without reading the clock through it."""
-    done = threading.Event()
+def _within(holds, timeout_s: float, poll_s: float = 0.001) -> bool:
+    """Whether ``holds()`` comes true within ``timeout_s`` of real time, polled every ``poll_s`` (the ticker's cell
+    read directly, not through the clock, so the polling wakes nothing)."""
     deadline = time.monotonic() + timeout_s
-    while cell[0] != PARKED and time.monotonic() < deadline:
-        done.wait(0.01)
-    return cell[0] == PARKED
+    while not holds() and time.monotonic() < deadline:
+        threading.Event().wait(poll_s)
+    return holds()
 
 
 def test_the_ticker_parks_when_no_one_reads_and_a_read_then_is_precise_and_wakes_it():
@@ -86,16 +85,13 @@ def test_the_ticker_parks_when_no_one_reads_and_a_read_then_is_precise_and_wakes
     again (its cell a recent time), and parks again later."""
     clock = SystemClock()
     cell = clock.tick_cell
-    assert _parked_within(cell, 20 * PARK_AFTER_S)
+    assert _within(lambda: cell[0] == PARKED, 20 * PARK_AFTER_S)   # (it parks PARK_AFTER_S after it started)
     before = time.monotonic_ns()
     read = clock.snapshot_ns()
     assert before <= read <= clock.now_ns()                     # the precise clock, not the parked cell
-    woke = threading.Event()
-    deadline = time.monotonic() + 5
-    while cell[0] == PARKED and time.monotonic() < deadline:    # the thread ticks again
-        woke.wait(0.001)
+    assert _within(lambda: cell[0] != PARKED, 5)                # the thread ticks again
     assert cell[0] >= before
-    assert _parked_within(cell, 20 * PARK_AFTER_S)
+    assert _within(lambda: cell[0] == PARKED, 20 * PARK_AFTER_S)
 
 
 def test_a_forked_child_starts_parked_and_its_first_read_starts_its_own_ticker():
@@ -111,10 +107,8 @@ def test_a_forked_child_starts_parked_and_its_first_read_starts_its_own_ticker()
         try:
             parked = cell[0] == PARKED
             precise = clock.snapshot_ns() <= clock.now_ns()
-            deadline = time.monotonic() + 5
-            while cell[0] == PARKED and time.monotonic() < deadline:
-                threading.Event().wait(0.001)
-            os.write(write_end, b"".join(b"1" if ok else b"0" for ok in (parked, precise, cell[0] != PARKED)))
+            ticks = _within(lambda: cell[0] != PARKED, 5)
+            os.write(write_end, b"".join(b"1" if ok else b"0" for ok in (parked, precise, ticks)))
         finally:
             os._exit(0)
     os.close(write_end)
