@@ -58,6 +58,7 @@ from .shared import apps, jobs, micro_batches, windows
 from .shared.cluster import StandaloneCluster
 from .shared.kinds import KINDS, arrow_fn, cost_per_acquire_s, redis_limit_key
 from .shared.servers import ControlPlaneServer, RedisServer, ReplicatedControlPlane
+from .shared.task_logs import read_task_logs
 from .shared.workloads import (
     INTERVAL_S,
     LIMIT,
@@ -166,13 +167,11 @@ class Bench:
             started = apps.run(each, self.cp.url, self.cp.token, self.work, log_dir, WARMUP_S + span_s, INTERVAL_S)
         else:
             jobs.stream(self.spark, fn, w.partitions, w.rows_per_batch, WARMUP_S + span_s, during, w.commit_s)
-        waits = windows.read_waits(log_dir) if w.job != "publish" else []
-        paced = windows.paced_batch_waits(log_dir) if w.pace_per_task or any(w.apps) else []
+        logs = read_task_logs(log_dir)   # (every task file read once, for all the figures below)
+        waits = logs.waits if w.job != "publish" else []
         steady = w.sizes is None and w.job != "publish" and not marks   # a stream under one constant limit
-        spans = windows.read_spans(log_dir) if "executor_killed" in marks else []
-        demand = windows.demand_spans(log_dir) if steady else []   # (where the limit went unused, below)
         if w.job != "publish":
-            events = [(t, n) for t, n, _ in waits]
+            events = logs.events
         requests = windows.requests_per_s(log_dir, started, time.time())
         if self.keep is not None:
             words = "".join(c if c.isalnum() else " " for c in f"{self.where} {w.name}").split()
@@ -191,7 +190,7 @@ class Bench:
                "gap_s": windows.longest_gap_s(events, t0, t1)}
         if waits and w.sizes is None:
             out["throttled"] = windows.throttled_share(waits, len(w.apps) * w.slots or w.partitions, t0, t1)
-        if paced_s := [waited for t, waited in paced if t0 <= t < t1]:   # (a trickle's batches: what it paid)
+        if paced_s := [waited for t, waited in logs.paced_batches if t0 <= t < t1]:   # (a trickle's batches: what it paid)
             out["paced_wait_s"] = statistics.mean(paced_s)
             out["paced_wait_p90_s"] = statistics.quantiles(paced_s, n=10)[-1] if len(paced_s) > 1 else paced_s[0]
         if "cut" in marks:
@@ -200,15 +199,15 @@ class Bench:
             out["cut_mean"] = windows.mean_ratio(events, 0.3 * limit, marks["cut"] + 2 * INTERVAL_S, marks["raise"])
             out["raised_mean"] = windows.mean_ratio(events, limit, marks["raise"] + 2 * INTERVAL_S, t1)
         if steady:
-            room = windows.unused_room(events, waits, demand, limit, t0, t1)
+            room = windows.unused_room(events, waits, logs.demand_spans, limit, t0, t1)
             out.update(unused_gaps=room["no task"], unused_waiting=room["a task waiting"])
-            if len(gaps := micro_batches.gaps_s(demand, t0, t1)) >= 2:   # (Spark's pace: micro_batches)
+            if len(gaps := micro_batches.gaps_s(logs.demand_spans, t0, t1)) >= 2:   # (Spark's pace: micro_batches)
                 out["spark_gap_s"] = statistics.mean(gaps)
         out.update(delivery)
         if requests is not None:
             out["requests_per_s"] = requests
         if "executor_killed" in marks:
-            out.update(windows.after_kill(events, spans, limit, marks["executor_killed"] + 2 * INTERVAL_S, t1))
+            out.update(windows.after_kill(events, logs.spans, limit, marks["executor_killed"] + 2 * INTERVAL_S, t1))
         if "replica_killed" in marks:
             killed = marks["replica_killed"]
             out["gap_around_s"] = windows.longest_gap_s(events, killed - 1.0, killed + 3.0)

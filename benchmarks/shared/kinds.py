@@ -15,7 +15,7 @@
 
 ``arrow_fn(kind, ...)`` returns the ``mapInArrow`` function. Each task records every admitted batch as ``<unix time>
 <rows> <seconds it waited for the limiter>`` (and, for a task held to a pace, the batch the rows came from, counted
-from 0 in the task: ``windows.paced_batch_waits`` sums a batch's slices) and writes its lines to
+from 0 in the task: ``task_logs`` sums a batch's slices) and writes its lines to
 ``<log_dir>/<pid>-<random>.log`` when it ends (or every ``FLUSH_EVERY`` batches, so a killed executor's tasks leave
 what they sent), and its span so far, ``<start> <end>``, to ``<pid>-<random>.span`` beside it.
 """
@@ -56,7 +56,7 @@ class _Recorder:
             with open(self.path, "a") as f:
                 f.writelines(self.lines)
             self.lines = []
-        # the task's span so far (``windows.read_spans``): when Spark ran no task at all
+        # the task's span so far (``task_logs``): when Spark ran no task at all
         with open(self.path[:-len(".log")] + ".span", "w") as f:
             f.write(f"{self.started:.6f} {time.time():.6f}\n")
 

@@ -16,7 +16,7 @@ How
 every earlier task ended begins the next micro-batch. A micro-batch's own tasks overlap (one per task slot) or
 follow each other within 20-50 ms (one core, measured), and Spark's gap between two micro-batches is 0.2 s or more
 here, so a batch job's tasks are one group. Give it the spans of the tasks that send as fast as the limit lets
-them (``windows.demand_spans``): a paced task beside them runs through their gaps. ``gaps_s(spans, t0, t1)``:
+them (``TaskLogs.demand_spans``): a paced task beside them runs through their gaps. ``gaps_s(spans, t0, t1)``:
 Spark's gaps before the micro-batches that start in ``[t0, t1)``.
 """
 

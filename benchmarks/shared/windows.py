@@ -1,7 +1,7 @@
 """Admitted events -> what a shared limit did: how much of it was used, and whether any second broke it.
 
-Every task writes one line per admitted batch, ``<unix time> <rows>`` (``kinds.Recorder``). Over a measuring
-span ``[t0, t1)``:
+Every task writes one line per admitted batch, ``<unix time> <rows>``, and its span (``task_logs`` reads them).
+Over a measuring span ``[t0, t1)``:
 
 - ``mean_ratio``: rows admitted per second of the span / limit (averaged over where its ends fall within a
   window);
@@ -10,21 +10,20 @@ span ``[t0, t1)``:
 - ``batch_spans``: a batch job's spans for its mean and its worst window;
 - ``throttled_share``: the time the tasks waited for the limiter, over their time in the span (for demand below
   the limit: what the limiter cost a job that needed no limiting);
-- ``paced_batch_waits``: how long each batch of a paced task (a source with a pace of its own: a trickle beside a
-  greedy job) waited for the limiter, its slices' waits summed -- what a small sender pays for the limit's use;
 - ``longest_gap_s``: the longest stretch inside the span with nothing admitted (a stall);
 - ``hold_time_s(events, t_change, limit)``: after a live change at ``t_change``, how long until no 1-s window
   starting later is above the new limit (+5 %, + one acquire) -- the time for the change to hold;
 - ``pauses(spans, t0, t1)``: the stretches longer than ``PAUSE_S`` in which Spark ran no task at all (the tasks'
-  spans, ``read_spans``), e.g. while a killed executor is replaced: no limiter admits rows no task has, and
+  spans, ``task_logs``), e.g. while a killed executor is replaced: no limiter admits rows no task has, and
   ``mean_ratio(..., less=pauses)`` leaves them out of a mean; ``after_kill`` the figures after an executor kill;
 - ``combined(runs)``: one workload's figures over several runs of it;
 - ``lumps(events)``: the admissions as the stretches they come in (a micro-batch's sends, a wait for the window),
   to see the shape of a second and how it moves: ``python -m benchmarks.shared.windows DIR`` prints them for the
   records ``bench_shared --keep-admitted DIR`` kept, one run a folder;
 - ``unused_room(...)``: where a limit went unused -- the room left in the window at each moment, split by whether
-  no task ran then (Spark's gaps; beside a paced task, no task of the others: ``demand_spans``), a task waited for
-  the limiter, or the tasks sent at their own pace; with ``--limit L`` the same command prints it for each run.
+  no task ran then (Spark's gaps; beside a paced task, no task of the others: ``TaskLogs.demand_spans``), a task
+  waited for the limiter, or the tasks sent at their own pace; with ``--limit L`` the same command prints it for
+  each run.
 """
 
 from __future__ import annotations
@@ -32,46 +31,13 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import micro_batches
+from .task_logs import read_task_logs
 
-__all__ = ["read_spans", "demand_spans", "requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "read_events", "read_waits", "throttled_share", "paced_batch_waits", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
-
-
-def read_events(log_dir: Path) -> list[tuple[float, float]]:
-    """``(time, rows)`` of every ``<time> <rows> [<waited s>]`` line of every ``*.log`` file in ``log_dir``,
-    sorted by time."""
-    return [(t, n) for t, n, _ in read_waits(log_dir)]
-
-
-def _task_lines(log_dir: Path) -> Iterator[tuple[Path, list[str]]]:
-    """Each line of each task's ``*.log`` in ``log_dir``, split into its fields, with the file it is from."""
-    for path in Path(log_dir).glob("*.log"):
-        for line in path.read_text().splitlines():
-            yield path, line.split()
-
-
-def read_waits(log_dir: Path) -> list[tuple[float, float, float]]:
-    """``(time, rows, seconds waited for the limiter)`` of every line (0 where a line has no wait), by time."""
-    out = []
-    for _, parts in _task_lines(log_dir):
-        if len(parts) in (2, 3, 4):   # (a paced task's lines end in their batch: ``paced_batch_waits``)
-            out.append((float(parts[0]), float(parts[1]), float(parts[2]) if len(parts) >= 3 else 0.0))
-    out.sort()
-    return out
-
-
-def paced_batch_waits(log_dir: Path) -> list[tuple[float, float]]:
-    """``(time, seconds waited)`` of each batch of a paced task: when its last slice was admitted, and how long it
-    waited for the limiter -- the waits of its slices summed (the lines of one task's file that name the batch)."""
-    batches: dict[tuple[Path, str], list[float]] = {}   # (task file, batch) -> [last admission, seconds waited]
-    for path, parts in _task_lines(log_dir):
-        if len(parts) == 4:
-            seen = batches.setdefault((path, parts[3]), [0.0, 0.0])
-            seen[0], seen[1] = max(seen[0], float(parts[0])), seen[1] + float(parts[2])
-    return sorted((last, waited) for last, waited in batches.values())
+__all__ = ["requests_per_s", "pauses", "after_kill", "combined", "WORST_OF", "PAUSE_S", "throttled_share", "batch_spans", "mean_ratio", "worst_window_ratio", "longest_gap_s", "hold_time_s", "window_sums", "lumps", "unused_room", "new_folder"]
 
 
 def throttled_share(waits: Iterable[tuple[float, float, float]], tasks: int, t0: float, t1: float) -> float:
@@ -124,29 +90,6 @@ def mean_ratio(events: Sequence[tuple[float, float]], limit: float, t0: float, t
 
 
 PAUSE_S = 1.0   # no task for longer than this is Spark's pause; a stream's gaps between micro-batches are shorter
-
-
-def read_spans(log_dir: Path) -> list[tuple[float, float]]:
-    """``(start, end)`` of every task that wrote a ``*.span`` file in ``log_dir``, by start."""
-    return _spans(Path(log_dir).glob("*.span"))
-
-
-def demand_spans(log_dir: Path) -> list[tuple[float, float]]:
-    """``read_spans`` of the tasks that send as fast as the limit lets them, where some others are paced (their lines
-    name their batch: a trickle beside a greedy job) -- else of every task. A paced task runs all the time, so
-    beside it the greedy job's gaps between tasks read as a task running, and ``unused_room`` put Spark's gaps (2-3
-    points of the limit, from the greedy job's spans) under "tasks sending"."""
-    paced = {path.stem for path, parts in _task_lines(log_dir) if len(parts) == 4}
-    return _spans(p for p in Path(log_dir).glob("*.span") if p.stem not in paced) or read_spans(log_dir)
-
-
-def _spans(paths: Iterable[Path]) -> list[tuple[float, float]]:
-    spans = []
-    for path in paths:
-        parts = path.read_text().split()
-        if len(parts) == 2:
-            spans.append((float(parts[0]), float(parts[1])))
-    return sorted(spans)
 
 
 def requests_per_s(log_dir: Path, t0: float, t1: float) -> float | None:
@@ -318,7 +261,8 @@ def new_folder(value: str) -> Path:
 
 
 def _print_shape(run_dir: Path, limit: float | None, skip_s: float) -> None:
-    events = read_events(run_dir)
+    logs = read_task_logs(run_dir)   # (read once: the lumps, the unused room and Spark's gaps)
+    events = logs.events
     if not events:
         print(f"{run_dir}: no admissions recorded")
         return
@@ -334,11 +278,10 @@ def _print_shape(run_dir: Path, limit: float | None, skip_s: float) -> None:
     if events[-1][0] - t0 <= skip_s:
         print(f"  no unused room: the records end within the first {skip_s:g} s (--skip-s)")
         return
-    demand = demand_spans(run_dir)   # (read once: the unused room and Spark's gaps both split by it)
-    room = unused_room(events, read_waits(run_dir), demand, limit, t0 + skip_s, events[-1][0])
+    room = unused_room(events, logs.waits, logs.demand_spans, limit, t0 + skip_s, events[-1][0])
     print(f"  unused room from {skip_s:g} s on, in points of the limit: {sum(room.values()) * 100:.2f}: "
           + ", ".join(f"{state} {part * 100:.2f}" for state, part in room.items()))
-    if len(gaps := micro_batches.gaps_s(demand, t0 + skip_s, events[-1][0])) >= 2:
+    if len(gaps := micro_batches.gaps_s(logs.demand_spans, t0 + skip_s, events[-1][0])) >= 2:
         print(f"  Spark's gap between micro-batches from {skip_s:g} s on: {statistics.mean(gaps):.3f} s on average "
               f"({min(gaps):.3f}-{max(gaps):.3f}, {len(gaps)} gaps)")
 

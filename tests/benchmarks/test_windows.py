@@ -7,19 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.shared.task_logs import read_task_logs
 from benchmarks.shared.windows import (
     batch_spans,
-    demand_spans,
     hold_time_s,
     longest_gap_s,
     lumps,
     mean_ratio,
     new_folder,
-    paced_batch_waits,
     pauses,
-    read_events,
-    read_spans,
-    read_waits,
     requests_per_s,
     throttled_share,
     unused_room,
@@ -73,13 +69,13 @@ def test_read_events_merges_every_tasks_file(tmp_path: Path) -> None:
     (tmp_path / "1-a.log").write_text("2.5 100\n1.0 100\n")
     (tmp_path / "2-b.log").write_text("1.5 50\n\n")
     (tmp_path / "ignored.txt").write_text("0 1000\n")
-    assert read_events(tmp_path) == [(1.0, 100.0), (1.5, 50.0), (2.5, 100.0)]
+    assert read_task_logs(tmp_path).events == [(1.0, 100.0), (1.5, 50.0), (2.5, 100.0)]
 
 
 def test_throttled_share_is_the_waits_in_the_span_over_the_tasks_time(tmp_path: Path) -> None:
     (tmp_path / "1-a.log").write_text("1.0 100 0.5\n2.0 100 0.25\n9.0 100 3.0\n")
     (tmp_path / "2-b.log").write_text("1.5 100\n")            # a line without a wait waited nothing
-    waits = read_waits(tmp_path)
+    waits = read_task_logs(tmp_path).waits
     assert waits[:2] == [(1.0, 100.0, 0.5), (1.5, 100.0, 0.0)]
     # two tasks for 4 s: 8 s of task time, 0.75 s of it waiting (the 3-s wait at t=9 is outside the span)
     assert throttled_share(waits, 2, 0.0, 4.0) == pytest.approx(0.75 / 8)
@@ -90,9 +86,10 @@ def test_a_paced_tasks_batch_waited_the_sum_of_its_slices_waits_dated_at_its_las
     (tmp_path / "1-a.log").write_text("1.0 25 0.05 0\n1.1 25 0.0 0\n1.2 25 0.03 0\n1.3 25 0.02 0\n2.0 100 0.5 1\n")
     (tmp_path / "1-b.log").write_text("5.0 25 0.25 0\n")     # another task of the same worker: its own batch 0
     (tmp_path / "2-c.log").write_text("1.0 25 9.0\n")
-    got = paced_batch_waits(tmp_path)
+    logs = read_task_logs(tmp_path)
+    got = logs.paced_batches
     assert [(t, round(w, 6)) for t, w in got] == [(1.3, 0.1), (2.0, 0.5), (5.0, 0.25)]
-    assert read_waits(tmp_path)[:2] == [(1.0, 25.0, 0.05), (1.0, 25.0, 9.0)]   # (the lines read as before too)
+    assert logs.waits[:2] == [(1.0, 25.0, 0.05), (1.0, 25.0, 9.0)]   # (the lines read as before too)
 
 
 def test_a_paced_tasks_wait_is_a_row_and_redis_in_ours_slices_is_measured_beside_ours_without_a_goal() -> None:
@@ -158,7 +155,7 @@ def test_spark_pauses_are_the_stretches_no_task_covers_and_a_mean_can_leave_them
     (tmp_path / "1-b.span").write_text("4.5 6.0\n")    # a gap of half a second: a stream between micro-batches
     (tmp_path / "2-c.span").write_text("8.5 12.0\n")   # 2.5 s with no task: the replacement executor starting
     (tmp_path / "2-d.span").write_text("broken\n")     # (a file cut short by a kill is skipped)
-    spans = read_spans(tmp_path)
+    spans = read_task_logs(tmp_path).spans
     assert spans == [(0.0, 4.0), (4.5, 6.0), (8.5, 12.0)]
     assert pauses(spans, 0.0, 12.0) == [(6.0, 8.5)]
     assert pauses(spans, 0.0, 14.0) == [(6.0, 8.5), (12.0, 14.0)]
@@ -176,18 +173,20 @@ def test_beside_a_paced_task_the_gaps_are_the_greedy_jobs(tmp_path: Path) -> Non
     (tmp_path / "2-a.log").write_text("1.0 25 0.0\n")
     (tmp_path / "2-b.span").write_text("5.0 10.0\n")
     (tmp_path / "2-b.log").write_text("6.0 25 0.0\n")
-    assert read_spans(tmp_path) == [(0.0, 4.0), (0.0, 10.0), (5.0, 10.0)]
-    assert demand_spans(tmp_path) == [(0.0, 4.0), (5.0, 10.0)]
+    logs = read_task_logs(tmp_path)
+    assert logs.spans == [(0.0, 4.0), (0.0, 10.0), (5.0, 10.0)]
+    assert logs.demand_spans == [(0.0, 4.0), (5.0, 10.0)]
     events = steady(10, 0, 4, rows=1) + steady(10, 5, 10, rows=1)
     waits = [(t, n, 0.0) for t, n in events]
-    split = unused_room(events, waits, demand_spans(tmp_path), 10.0, 2.0, 10.0)
+    split = unused_room(events, waits, logs.demand_spans, 10.0, 2.0, 10.0)
     assert split["no task"] == pytest.approx(unused_room(events, waits, [(0.0, 4.0), (5.0, 10.0)], 10.0, 2.0, 10.0)
                                              ["no task"]) and split["no task"] > 0.05
-    assert unused_room(events, waits, read_spans(tmp_path), 10.0, 2.0, 10.0)["no task"] == 0.0   # (the trickle's)
+    assert unused_room(events, waits, logs.spans, 10.0, 2.0, 10.0)["no task"] == 0.0   # (the trickle's)
     # every task paced (a stream whose demand is below the limit): their spans are Spark's
     (tmp_path / "2-a.log").write_text("1.0 25 0.0 0\n")
     (tmp_path / "2-b.log").write_text("6.0 25 0.0 0\n")
-    assert demand_spans(tmp_path) == read_spans(tmp_path)
+    logs = read_task_logs(tmp_path)
+    assert logs.demand_spans == logs.spans
 
 
 def test_an_executor_kill_has_its_goal_on_the_mean_while_a_task_ran() -> None:
@@ -363,11 +362,11 @@ def test_the_none_kind_passes_every_batch_on_at_once_and_records_it(tmp_path) ->
     import pyarrow as pa
 
     from benchmarks.shared.kinds import arrow_fn
-    from benchmarks.shared.windows import read_waits
+    from benchmarks.shared.task_logs import read_task_logs
     fn = arrow_fn("none", ("t",), str(tmp_path), limit_per_s=10)   # ten times the limit, in one go
     batches = [pa.RecordBatch.from_pydict({"v": list(range(50))}) for _ in range(2)]
     assert [b.num_rows for b in fn(iter(batches))] == [50, 50]
-    assert [(rows, waited < 0.01) for _, rows, waited in read_waits(tmp_path)] == [(50, True), (50, True)]
+    assert [(rows, waited < 0.01) for _, rows, waited in read_task_logs(tmp_path).waits] == [(50, True), (50, True)]
 
 
 def test_a_pattern_locked_to_the_window_leaves_no_room_while_spark_is_between_tasks() -> None:
