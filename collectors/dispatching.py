@@ -25,7 +25,7 @@ from limiter.counter import ExactCounter
 from limiter.dispatch import Dispatcher, DispatchRateLimiter
 from limiter.levels import split_topic
 from limiter.policy import Level, Rate
-from limiter.registry import limiter_for
+from limiter.registry import forget_unbound, limiter_for
 
 __all__ = ["DispatchLimits", "CountingDispatcher", "BROKER_NAME"]
 
@@ -57,7 +57,7 @@ class DispatchLimits:
                  initial_rate: Callable[[Level, str], Rate | None] | None = None):
         self._clock = clock or SystemClock()
         self.initial_rate = initial_rate
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()   # (held across a new dispatcher's limiters and its binding: ``forget``)
         self._limiters: dict[tuple[Level, str], DispatchRateLimiter] = {}
         self._counters: dict[tuple[Level, str], tuple[ExactCounter, ExactCounter]] = {}
         self._dispatchers: weakref.WeakSet[CountingDispatcher] = weakref.WeakSet()
@@ -77,18 +77,28 @@ class DispatchLimits:
         """A dispatcher for ``subscription`` on ``topic`` (``t/ns/topic``), under broker, topic, subscription
         (when given) and resource group ``group`` (when given). ``options`` override the broker settings."""
         _, _, topic = split_topic(topic)
-        levels = {"broker": self.limiter(Level.BROKER, BROKER_NAME), "topic": self.limiter(Level.TOPIC, topic)}
-        if subscription:
-            levels["subscription"] = self.limiter(Level.SUBSCRIPTION, f"{topic}/{subscription}")
-        if group:
-            levels["resource_group"] = self.limiter(Level.RESOURCE_GROUP, group)
-        order = [levels[k] for k in ("broker", "topic", "subscription", "resource_group") if k in levels]
-        with self._lock:
+        with self._lock:   # (a limiter forgotten between its lookup and the binding would be refilled by no one)
+            levels = {"broker": self.limiter(Level.BROKER, BROKER_NAME), "topic": self.limiter(Level.TOPIC, topic)}
+            if subscription:
+                levels["subscription"] = self.limiter(Level.SUBSCRIPTION, f"{topic}/{subscription}")
+            if group:
+                levels["resource_group"] = self.limiter(Level.RESOURCE_GROUP, group)
+            order = [levels[k] for k in ("broker", "topic", "subscription", "resource_group") if k in levels]
             counters = [self._counters[(lim.level, lim.name)] for lim in order]
-        dispatcher = CountingDispatcher(counters, **levels, **{**self.options, **options})
-        with self._lock:
+            dispatcher = CountingDispatcher(counters, **levels, **{**self.options, **options})
             self._dispatchers.add(dispatcher)
         return dispatcher
+
+    def forget(self, keys: list[tuple[Level, str]]) -> list[tuple[Level, str]]:
+        """Drop the limiters of ``keys`` (and their usage totals) that no live dispatcher is bound to, and return
+        their keys: ``PublishLimits.forget``'s rule."""
+        def bound_ids() -> set[int]:
+            return {id(limiter) for dispatcher in self._dispatchers for limiter in dispatcher.levels}
+        with self._lock:
+            gone = [(lim.level, lim.name) for lim in forget_unbound(self._limiters, self._lock, keys, bound_ids)]
+            for key in gone:
+                self._counters.pop(key, None)
+        return gone
 
     def configure(self, **options: Any) -> None:
         """New defaults for dispatchers (broker settings), applied to the live ones too."""

@@ -49,6 +49,7 @@ from .apply import DISPATCH, PUBLISH, SHARED_LEVELS, Applier
 from .client import ControlPlaneError, ParticipantClient
 from .dispatching import DispatchLimits
 from .identity import Identity
+from .idle_limiters import IdleLimiters
 from .report_builder import build_report
 from .report_schedule import ReportSchedule
 from .usage import Suppression, UsageMeter
@@ -108,6 +109,9 @@ class Reporter:
         self.schedule = ReportSchedule(interval_s, backoff_cap_s, **({"rng": rng} if rng else {}))
         self.suppression = Suppression(tolerance_pct, max_rounds)
         self.meter = UsageMeter()
+        self.idle = IdleLimiters()   # limiters nothing used for a while: forgotten after an answered round
+        self._idle_keys: tuple[list, list] = ([], [])
+        self.idle_seen: list[tuple[str, Level, str]] = []   # (direction, level, name) of every limiter last round
         self._wall = wall_s
         self._now_s = lambda: participant.clock.now_ns() / 1e9
         self._outage = _OutageLog(client.url, self._now_s)
@@ -206,7 +210,28 @@ class Reporter:
                      was_s)
             self.client.timeout_s = wire.report_timeout_s(self.interval_s)
         self.ready.set()
+        self._forget_idle()
         return True
+
+    def _forget_idle(self) -> None:
+        """Drop the limiters this round found idle (``collectors.idle_limiters``)."""
+        publish, dispatch = self._idle_keys
+        self._idle_keys = ([], [])
+        gone = [(PUBLISH, *key) for key in self.p.limits.forget(publish)]
+        gone += [(DISPATCH, *key) for key in self.p.dispatch.forget(dispatch)]
+        if gone:
+            self.idle.keep_only(k for k in self.idle_seen if k not in set(gone))
+            log.debug("throttlescope: forgot %d limiters nothing used for %g s", len(gone), self.idle.idle_s)
+
+    def _idle(self, direction: str, level: Level, name: str, admitted: float, held: bool,
+              balance: tuple[float | None, float | None], now: float) -> bool:
+        """Whether this round finds the limiter idle long enough to forget (not the broker's: every producer
+        passes it; not a pool that holds tokens)."""
+        key = (direction, level, name)
+        self.idle_seen.append(key)
+        pool = self.p.applier.pooled(level, direction, name) is not None
+        held = held or level is Level.BROKER or (pool and any((b or 0.0) > 1e-9 for b in balance))
+        return self.idle.look(key, admitted, held, now)
 
     def _measure(self, now: float) -> tuple[dict, dict[str, wire.UsageValues]]:
         """Snapshots of every limiter, and this round's usage and demand for each reported shared limit."""
@@ -217,8 +242,14 @@ class Reporter:
         producers = p.limits.producer_counts()
         measured: dict[str, wire.UsageValues] = {}
         seen = []
+        self.idle_seen = []
+        idle_publish, idle_dispatch = [], []
         for s in publish:
             level = Level(s.level)
+            balance = tuple(b.tokens for b in s.buckets)
+            if self._idle(PUBLISH, level, s.name, s.admitted_msgs + s.admitted_bytes,
+                          bool(producers.get((level, s.name)) or s.queue), balance, now):
+                idle_publish.append((level, s.name))
             if level not in SHARED_LEVELS:
                 continue
             key = wire.limit_key(level.value, PUBLISH, s.name)
@@ -234,6 +265,9 @@ class Reporter:
         for lim in p.dispatch.limiters():
             msgs, bytes_ = p.dispatch.admitted(lim.level, lim.name)
             dispatch.append((lim, lim.snapshot(), msgs, bytes_))
+            if self._idle(DISPATCH, lim.level, lim.name, msgs + bytes_, bool(counts.get((lim.level, lim.name))),
+                          lim.balance(), now):
+                idle_dispatch.append((lim.level, lim.name))
             if lim.level not in SHARED_LEVELS:
                 continue
             key = wire.limit_key(lim.level.value, DISPATCH, lim.name)
@@ -244,4 +278,6 @@ class Reporter:
             if applier.reports(lim.level, DISPATCH, lim.name):
                 measured[key] = values
         self.meter.forget(seen)
+        self.idle.keep_only(self.idle_seen)
+        self._idle_keys = (idle_publish, idle_dispatch)
         return {"publish": publish, "dispatch": dispatch}, measured

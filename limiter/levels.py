@@ -43,7 +43,7 @@ from .clock import Clock, Scheduler, SystemClock, scheduler_for
 from .policy import Level, PolicyError, Rate, resolve
 from .producer import Producer
 from .publish import LimiterSnapshot, PublishRateLimiter
-from .registry import limiter_for
+from .registry import forget_unbound, limiter_for
 
 __all__ = ["PublishLimits", "Bound", "split_topic", "resource_group_for"]
 
@@ -121,6 +121,17 @@ class PublishLimits:
                                      **self._resolution_kw)
         limiter.on_throttle = self.on_throttle
         return limiter
+
+    def forget(self, keys: list[Key]) -> list[Key]:
+        """Drop the limiters of ``keys`` that no live producer is bound to (a producer made meanwhile keeps its own;
+        the next one gets a new limiter at ``initial_rate``) and return their keys. For limiters nothing uses any
+        more: what they counted goes with them (``collectors.idle_limiters``)."""
+        def bound_ids() -> set[int]:
+            return {id(limiter) for producer in self._producers for limiter in producer.limiters}
+        gone = forget_unbound(self._limiters, self._lock, keys, bound_ids)
+        for limiter in gone:
+            limiter.close()
+        return [(limiter.level, limiter.name) for limiter in gone]
 
     def set_limit(self, level: Level, name: str, rate: Rate | None) -> None:
         """The aggregate limit of a broker, tenant, namespace or resource group (None or unlimited: no limit)."""

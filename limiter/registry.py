@@ -12,13 +12,13 @@ limiter. The hook is passed at each call rather than kept here: the runtime sets
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from .policy import Level, Rate
 
-__all__ = ["limiter_for", "InitialRate"]
+__all__ = ["limiter_for", "forget_unbound", "InitialRate"]
 
 L = TypeVar("L")
 InitialRate = Callable[[Level, str], Rate | None]
@@ -37,3 +37,14 @@ def limiter_for(limiters: dict[tuple[Level, str], L], lock: AbstractContextManag
             rate = initial_rate(level, name) if initial_rate is not None else None
             limiter = limiters[key] = make(level, name, rate)
         return limiter
+
+
+def forget_unbound(limiters: dict[tuple[Level, str], L], lock: AbstractContextManager[Any],
+                   keys: Iterable[tuple[Level, str]], bound_ids: Callable[[], set[int]]) -> list[L]:
+    """Remove from ``limiters`` those of ``keys`` that no live producer or dispatcher is bound to (``bound_ids()``,
+    read under ``lock``: the ``id`` of every limiter one is bound to), and return them. The lock must be the one
+    under which the registry binds new producers or dispatchers to its limiters."""
+    with lock:
+        bound = bound_ids()
+        gone = [key for key in keys if key in limiters and id(limiters[key]) not in bound]
+        return [limiters.pop(key) for key in gone]
