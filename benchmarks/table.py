@@ -156,9 +156,19 @@ def remeasured(caption: str, what: str, when: str, rows: Iterable[dict[str, Any]
             entry = _ENTRY.fullmatch(part)
             entries.append((entry.group(1), entry.group(2)) if entry else (None, part))
     kept, gone = [(what, when)], _modules(what)
+    # a whole module in one place (``--where local[2]``): what the entries say of its rows elsewhere stays
+    here = _PLACE.match(when) if " (" not in what else None
     for w, t in _spelled_out(entries):
-        if _WORKLOADS.fullmatch(w or "") and _WORKLOADS.fullmatch(what):
+        workloads = _WORKLOADS.fullmatch(w or "")
+        if workloads and (_WORKLOADS.fullmatch(what) or (here and workloads.group(1) in gone)):
             kept.append((w, t))   # (some workloads of a module after some: by workload and place, below)
+            continue
+        if here and w == what:
+            there = _PLACE.match(t)
+            if there is None:   # (it measured both places: it still says when the other's rows were)
+                kept += [(w, f"on {place} {t}") for place in ("local[2]", "the cluster") if place != here.group(1)]
+            elif there.group(1) != here.group(1):
+                kept.append((w, t))
             continue
         if w is not None and w != what:   # (a module's workloads go with the module: "shared (...)" with "shared")
             w = " and ".join(m for m in _modules(w) if m not in gone and m.split(" (")[0] not in gone)
@@ -198,11 +208,13 @@ def _without_superseded(entries: list[tuple[str | None, str]], places: dict[tupl
     done: set[tuple[str, str, str | None]] = set()   # (module, workload, place or None for both)
     for what, when in entries:
         parts = _WORKLOADS.fullmatch(what) if what is not None else None
-        if parts is None:
-            out.append((what, when))
-            continue
         place = _PLACE.match(when)
         where = place.group(1) if place else None
+        if parts is None:
+            out.append((what, when))
+            if what is not None:   # (a whole module: every workload of it, where it says)
+                done.update((module, "*", where) for module in _modules(what))
+            continue
         module, names = parts.group(1), parts.group(2).split(" / ")
         left = [n for n in names if not _measured_since(done, module, n, where, places)]
         done.update((module, n, where) for n in names)
@@ -230,10 +242,11 @@ def _measured_since(done: set[tuple[str, str, str | None]], module: str, name: s
                     places: dict[tuple[str, str], set[str]]) -> bool:
     """Was ``module``'s workload ``name`` re-measured by a newer entry wherever an entry of ``where`` (None: where
     the table has it) measured it?"""
-    if (module, name, where) in done or (module, name, None) in done:
+    def done_in(w: str | None) -> bool:
+        return (module, name, w) in done or (module, "*", w) in done
+    if done_in(where) or done_in(None):
         return True
-    return where is None and all((module, name, w) in done
-                                 for w in places.get((module, name), {"local[2]", "the cluster"}))
+    return where is None and all(done_in(w) for w in places.get((module, name), {"local[2]", "the cluster"}))
 
 
 def _same_again(entries: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:

@@ -74,3 +74,22 @@ def test_an_entry_whose_description_holds_semicolons_stays_one_entry() -> None:
     # and it goes whole when its own rows are re-measured
     again = remeasured(got, "scale", "2026-12-07 09:00 UTC")
     assert "heap" not in again and again.endswith("the quota rows 2026-11-28 10:00-10:47 UTC.")
+
+
+def test_a_whole_module_re_measured_in_one_place_keeps_what_its_entries_say_of_the_other() -> None:
+    """``bench_shared --where local[2] --write-readme``: every shared row on local[2] is new, and the entries that
+    said when the cluster's rows were measured stay -- for those rows alone."""
+    old = (f"{BASE} Some rows re-measured: the shared (a / b) rows on the cluster 2026-12-06 19:47-20:21 UTC; the "
+           "shared (a / c) rows on local[2] 2026-12-06 18:34-19:42 UTC; the shared (b) rows 2026-12-05 10:00 UTC; "
+           "the adaptive rows 2026-12-04 06:41-06:56 UTC.")
+    rows = [_row("a", "local[2]"), _row("a", "cluster"), _row("b", "local[2]"), _row("b", "cluster"),
+            _row("c", "local[2]")]
+    got = remeasured(old, "shared", "on local[2] 2026-12-07 09:19-10:38 UTC", rows)
+    assert _listed(got) == ["the shared rows on local[2] 2026-12-07 09:19-10:38 UTC",
+                            "the shared (a / b) rows on the cluster 2026-12-06 19:47-20:21 UTC",
+                            "the adaptive rows 2026-12-04 06:41-06:56 UTC"]
+    # and once the cluster's are re-measured too, only the newest entries stay
+    both = remeasured(got, "shared", "on the cluster 2026-12-07 11:00-11:30 UTC", rows)
+    assert _listed(both) == ["the shared rows on the cluster 2026-12-07 11:00-11:30 UTC",
+                             "the shared rows on local[2] 2026-12-07 09:19-10:38 UTC",
+                             "the adaptive rows 2026-12-04 06:41-06:56 UTC"]
