@@ -2,13 +2,15 @@
 
 How it works and why
 --------------------
-``participant()`` returns this process's ``Participant``, creating it on the first call. PySpark reuses its
-Python workers across tasks, so the participant -- its limiters, their balances and queues, its reporter -- lives
-across tasks too: a task asks for ``participant().producer("acme/web/clicks")`` and gets a producer wired to the
-same limiters the previous task used. The accessor is fork-safe: it remembers the pid it created the participant
-in, and a forked child (PySpark forks workers from its daemon) gets a fresh participant with a new identity, its
-own timer thread and its own reporter (threads do not survive ``fork``). An at-fork hook also forgets the parent's
-instance and replaces the accessor's lock, which another thread may have held at the moment of the fork.
+``participant()`` returns this process's ``Participant``, creating it on the first call. PySpark reuses its Python
+workers across tasks, so the participant -- its limiters, their balances and queues, its reporter -- lives across
+tasks too: a task asks for ``participant().producer("acme/web/clicks")`` and gets a producer wired to the same
+limiters the previous task used (one that nothing used for a minute is forgotten, so a worker that ran many jobs of
+topics of their own does not look at all of them every round: ``collectors.idle_limiters``). The accessor is
+fork-safe: it remembers the pid it created the participant in, and a forked child (PySpark forks workers from its
+daemon) gets a fresh participant with a new identity, its own timer thread and its own reporter (threads do not
+survive ``fork``). An at-fork hook also forgets the parent's instance and replaces the accessor's lock, which
+another thread may have held at the moment of the fork.
 
 A participant holds, per process (the role of a Pulsar "broker"):
 
@@ -225,11 +227,12 @@ class Participant:
                                 read_balance=lim.balance, charged_s=_seconds(lim.charged_ns()),
                                 send_msgs=lim.send_msgs(), coming_msgs=b.coming_msgs))
         dispatchers = self.dispatch.dispatcher_counts()
+        seen, self._dispatch_throttles = self._dispatch_throttles, {}   # (a forgotten limiter's count goes too)
         for lim in self.dispatch.limiters():
             limit = applier.pooled(lim.level, DISPATCH, lim.name)
             if limit is not None and lim.capacity is not None:
                 key = limit_key(lim.level.value, DISPATCH, lim.name)
-                throttles = self._dispatch_throttles.get(key, 0)
+                throttles = seen.get(key, 0)
                 self._dispatch_throttles[key] = lim.throttled_count
                 waiting = lim.throttled_count > throttles
                 out.append(Pool(key, limit, dispatchers.get((lim.level, lim.name), 0), waiting, False,
