@@ -27,7 +27,7 @@ after such a gap.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
 __all__ = ["IdleLimiters", "FORGET_IDLE_S"]
 
@@ -36,25 +36,28 @@ FORGET_IDLE_S = 60.0
 
 class IdleLimiters:
     """Which limiters have been idle for ``idle_s``: told each round what each admitted so far and whether anything
-    holds it (``look``), by a key of the caller's (direction, level, name)."""
+    holds it (``look``, every limiter, then ``end_round``), by a key of the caller's (direction, level, name)."""
 
     def __init__(self, idle_s: float = FORGET_IDLE_S):
         if not idle_s > 0:
             raise ValueError(f"idle_s must be a number of seconds > 0, got {idle_s!r}")
         self.idle_s = float(idle_s)
         self._moved: dict[Hashable, tuple[float, float]] = {}   # key -> (admitted so far, when that last moved)
+        self._looked: set[Hashable] = set()   # the keys looked at since the last ``end_round``
 
     def look(self, key: Hashable, admitted: float, held: bool, now_s: float) -> bool:
         """Whether the limiter of ``key`` has been idle for ``idle_s``: it admitted ``admitted`` so far (the same
         total since then) and nothing holds it now (``held``: a producer or dispatcher bound, a queue, tokens)."""
+        self._looked.add(key)
         last = self._moved.get(key)
         if held or last is None or last[0] != admitted:
             self._moved[key] = (admitted, now_s)
             return False
         return now_s - last[1] >= self.idle_s
 
-    def keep_only(self, keys: Iterable[Hashable]) -> None:
-        """Forget what was seen of every limiter but ``keys`` (the ones still in the registries)."""
-        keep = set(keys)
-        for key in [k for k in self._moved if k not in keep]:
+    def end_round(self) -> None:
+        """A round looked at every limiter there is: forget what was seen of the ones it did not (gone from the
+        registries -- one made again under the same key is seen afresh)."""
+        for key in [k for k in self._moved if k not in self._looked]:
             del self._moved[key]
+        self._looked.clear()

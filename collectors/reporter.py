@@ -111,7 +111,6 @@ class Reporter:
         self.meter = UsageMeter()
         self.idle = IdleLimiters()   # limiters nothing used for a while: forgotten after an answered round
         self._idle_keys: tuple[list, list] = ([], [])
-        self.idle_seen: list[tuple[str, Level, str]] = []   # (direction, level, name) of every limiter last round
         self._wall = wall_s
         self._now_s = lambda: participant.clock.now_ns() / 1e9
         self._outage = _OutageLog(client.url, self._now_s)
@@ -219,19 +218,16 @@ class Reporter:
         self._idle_keys = ([], [])
         gone = [(PUBLISH, *key) for key in self.p.limits.forget(publish)]
         gone += [(DISPATCH, *key) for key in self.p.dispatch.forget(dispatch)]
-        if gone:
-            self.idle.keep_only(k for k in self.idle_seen if k not in set(gone))
+        if gone:   # (the tracker lets them go at the next round's end: not seen then)
             log.debug("throttlescope: forgot %d limiters nothing used for %g s", len(gone), self.idle.idle_s)
 
     def _idle(self, direction: str, level: Level, name: str, admitted: float, held: bool,
               balance: tuple[float | None, float | None], now: float) -> bool:
         """Whether this round finds the limiter idle long enough to forget (not the broker's: every producer
         passes it; not a pool that holds tokens)."""
-        key = (direction, level, name)
-        self.idle_seen.append(key)
         pool = self.p.applier.pooled(level, direction, name) is not None
         held = held or level is Level.BROKER or (pool and any((b or 0.0) > 1e-9 for b in balance))
-        return self.idle.look(key, admitted, held, now)
+        return self.idle.look((direction, level, name), admitted, held, now)
 
     def _measure(self, now: float) -> tuple[dict, dict[str, wire.UsageValues]]:
         """Snapshots of every limiter, and this round's usage and demand for each reported shared limit."""
@@ -242,7 +238,6 @@ class Reporter:
         producers = p.limits.producer_counts()
         measured: dict[str, wire.UsageValues] = {}
         seen = []
-        self.idle_seen = []
         idle_publish, idle_dispatch = [], []
         for s in publish:
             level = Level(s.level)
@@ -278,6 +273,6 @@ class Reporter:
             if applier.reports(lim.level, DISPATCH, lim.name):
                 measured[key] = values
         self.meter.forget(seen)
-        self.idle.keep_only(self.idle_seen)
+        self.idle.end_round()
         self._idle_keys = (idle_publish, idle_dispatch)
         return {"publish": publish, "dispatch": dispatch}, measured

@@ -27,7 +27,8 @@ def test_idle_only_after_idle_s_with_nothing_admitted_and_nothing_held() -> None
     assert not idle.look("a", 6.0, True, 21.0)      # held (a producer bound): idle from when it is not
     assert not idle.look("a", 6.0, False, 30.9)
     assert idle.look("a", 6.0, False, 31.0)
-    idle.keep_only([])                               # gone from the registries: seen afresh
+    idle.end_round()
+    idle.end_round()                                 # a round without it: gone, seen afresh
     assert not idle.look("a", 6.0, False, 100.0)
     with pytest.raises(ValueError, match="idle_s must be a number of seconds > 0"):
         IdleLimiters(0)
